@@ -1,0 +1,97 @@
+"""The ``python -m bench`` command line (a Hydra app)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from bench.errors import BenchError
+from bench.results import RESULTS_FILE, read_json, write_json
+from bench.run import CHECKPOINT_DIR, RUN_CONFIG_FILE, format_metrics_table, train_and_test
+
+log = logging.getLogger("bench")
+
+
+def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
+    """The saved config of ``run_dir`` and its last checkpoint."""
+    path = Path(run_dir).expanduser()
+    saved = path / RUN_CONFIG_FILE
+    last = path / CHECKPOINT_DIR / "last.ckpt"
+    if not saved.is_file():
+        raise BenchError(f"cannot resume {path}: no {RUN_CONFIG_FILE} there; pass the output directory of a run")
+    if not last.is_file():
+        raise BenchError(f"cannot resume {path}: no {CHECKPOINT_DIR}/last.ckpt (the run ended before its first "
+                         "epoch); start it again instead")
+    cfg = OmegaConf.load(saved)
+    cfg.output_dir = str(path)
+    cfg.resume = None
+    if cfg.get("logger") and cfg.logger.get("csv"):
+        cfg.logger.csv.version = "resumed"
+    return cfg, last
+
+
+def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -> None:
+    try:
+        out = Path(cfg.output_dir)
+        previous = read_json(out / RESULTS_FILE) if (out / RESULTS_FILE).exists() else {}
+        write_json(out / RESULTS_FILE, {
+            **previous, "status": "failed", "overrides": overrides or previous.get("overrides", []),
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(exc)),
+        })
+    except Exception as inner:  # reporting must not hide the original error
+        log.warning("could not record the failure in results.json: %s", inner)
+
+
+def run_job(cfg: DictConfig) -> dict[str, Any] | None:
+    """Run one job; user errors become one-line messages, failures are recorded.
+
+    In a multirun, a failed job is recorded in its results.json and the sweep goes on
+    (the seed summary lists it); in a single run, a user error exits with status 2.
+    """
+    hydra_on = HydraConfig.initialized()
+    multirun = hydra_on and HydraConfig.get().mode == RunMode.MULTIRUN
+    overrides = list(HydraConfig.get().overrides.task) if hydra_on else []
+    resume_ckpt = None
+    try:
+        if cfg.get("resume"):
+            cfg, resume_ckpt = _resume_target(cfg.resume)
+            log.info("resuming %s from %s", cfg.output_dir, resume_ckpt)
+            overrides = []
+        results = train_and_test(cfg, overrides=overrides, resume_checkpoint=resume_ckpt)
+    except BenchError as exc:
+        _record_failure(cfg, overrides, exc)
+        log.error("%s", exc)
+        if multirun:
+            return None
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as exc:
+        _record_failure(cfg, overrides, exc)
+        if multirun:
+            log.exception("job failed: %s", exc)
+            return None
+        raise
+    ks = list(cfg.eval.ks)
+    best = results["best"]
+    print(f"\nTest metrics ({results['data']['test_users']} users; best validation epoch {best['epoch']}):")
+    print(format_metrics_table(results["test"], ks))
+    print(f"results: {Path(cfg.output_dir).resolve() / RESULTS_FILE}")
+    return results
+
+
+#: the repository's conf/ (absolute: under ``python -m`` a relative path would be read as a package)
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+def main(cfg: DictConfig) -> Any:
+    return run_job(cfg)

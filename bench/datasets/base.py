@@ -1,0 +1,195 @@
+"""Interaction data containers shared by every data source.
+
+Ids are 0-based and contiguous: users in ``[0, n_users)``, items in ``[0, n_items)``.
+Pairs are int64 tensors of shape (E, 2) holding (user, item), unique and sorted by
+user then item, so that the same data always gives the same seeded splits.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+
+def canonical_pairs(pairs: Tensor) -> Tensor:
+    """Sorted, de-duplicated (user, item) pairs.
+
+    Args:
+        pairs: (E, 2) integer tensor.
+    Returns:
+        (E', 2) int64 tensor, unique rows sorted by user then item.
+    """
+    pairs = pairs.to(torch.int64).reshape(-1, 2)
+    if pairs.numel() == 0:
+        return pairs
+    return torch.unique(pairs, dim=0)  # unique sorts rows lexicographically
+
+
+@dataclass
+class CSR:
+    """Per-user item lists in compressed sparse row form.
+
+    ``indices[indptr[u]:indptr[u + 1]]`` are user u's items, sorted ascending.
+    """
+
+    indptr: Tensor  # (n_users + 1,) int64
+    indices: Tensor  # (nnz,) int64
+    n_items: int
+
+    @classmethod
+    def from_pairs(cls, pairs: Tensor, n_users: int, n_items: int) -> "CSR":
+        """Build from (E, 2) (user, item) pairs (any order, no duplicates)."""
+        pairs = pairs.to(torch.int64)
+        order = torch.argsort(pairs[:, 0] * n_items + pairs[:, 1])
+        pairs = pairs[order]
+        counts = torch.bincount(pairs[:, 0], minlength=n_users)
+        indptr = torch.zeros(n_users + 1, dtype=torch.int64)
+        indptr[1:] = torch.cumsum(counts, 0)
+        return cls(indptr=indptr, indices=pairs[:, 1].contiguous(), n_items=n_items)
+
+    @property
+    def n_users(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def nnz(self) -> int:
+        return self.indices.numel()
+
+    def degrees(self) -> Tensor:
+        """(n_users,) number of items per user."""
+        return self.indptr[1:] - self.indptr[:-1]
+
+    def row_ids(self) -> Tensor:
+        """(nnz,) the user of each stored item."""
+        return torch.repeat_interleave(torch.arange(self.n_users, device=self.indptr.device), self.degrees())
+
+    def to_pairs(self) -> Tensor:
+        """(nnz, 2) (user, item) pairs, sorted."""
+        return torch.stack([self.row_ids(), self.indices], dim=1)
+
+    def gather_rows(self, users: Tensor) -> tuple[Tensor, Tensor]:
+        """Items of several users at once, without a Python loop.
+
+        Args:
+            users: (B,) user ids.
+        Returns:
+            (rows, items): two (M,) tensors; ``rows`` indexes into ``users`` (0..B-1).
+        """
+        starts = self.indptr[users]
+        counts = self.indptr[users + 1] - starts
+        rows = torch.repeat_interleave(torch.arange(users.numel(), device=users.device), counts)
+        # position of each entry inside its row: global index minus the row's first index
+        offsets = torch.cumsum(counts, 0) - counts
+        within = torch.arange(rows.numel(), device=users.device) - offsets[rows]
+        return rows, self.indices[starts[rows] + within]
+
+    def dense_rows(self, users: Tensor) -> Tensor:
+        """(B, n_items) bool matrix, True where the user has the item."""
+        out = torch.zeros(users.numel(), self.n_items, dtype=torch.bool, device=users.device)
+        rows, items = self.gather_rows(users)
+        out[rows, items] = True
+        return out
+
+    def to(self, device: torch.device | str) -> "CSR":
+        return CSR(self.indptr.to(device), self.indices.to(device), self.n_items)
+
+
+@dataclass
+class Interactions:
+    """A data set as shipped: train and test interactions.
+
+    Attributes:
+        name: data set name (for logs and results).
+        n_users, n_items: catalogue sizes.
+        train, test: (E, 2) int64 canonical (user, item) pairs.
+        timestamps: optional per-pair times aligned with ``train``/``test`` (seconds).
+        info: free-form provenance (source file, checksum, filtering applied).
+    """
+
+    name: str
+    n_users: int
+    n_items: int
+    train: Tensor
+    test: Tensor
+    train_timestamps: Tensor | None = None
+    test_timestamps: Tensor | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for split in ("train", "test"):
+            pairs = getattr(self, split)
+            if pairs.numel() and (pairs.min() < 0 or pairs[:, 0].max() >= self.n_users or pairs[:, 1].max() >= self.n_items):
+                raise ValueError(f"{self.name}: {split} ids out of range")
+
+
+@dataclass
+class CFSplits:
+    """Train / validation / test item lists per user for collaborative filtering."""
+
+    name: str
+    n_users: int
+    n_items: int
+    train: CSR
+    valid: CSR
+    test: CSR
+
+    def summary(self) -> dict:
+        return {
+            "dataset": self.name,
+            "n_users": self.n_users,
+            "n_items": self.n_items,
+            "n_train": self.train.nnz,
+            "n_valid": self.valid.nnz,
+            "n_test": self.test.nnz,
+        }
+
+
+def split_validation(
+    data: Interactions, fraction: float = 0.1, seed: int = 0
+) -> CFSplits:
+    """Hold out a random ``fraction`` of each user's training items for validation.
+
+    The SL@K paper's protocol: ``max(1, floor(fraction * n_u))`` items per user, drawn
+    uniformly without replacement, seeded by the run's seed. A user with a single
+    training item keeps it for training (holding it out would leave the user with no
+    training signal); 10-core data never has such users.
+
+    Args:
+        data: the data set; its ``train`` pairs are split.
+        fraction: share of each user's training items to hold out, in [0, 1).
+        seed: seed of the split (the run's seed).
+    Returns:
+        CFSplits with disjoint train and valid, and data.test as test.
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"validation fraction must be in [0, 1), got {fraction}")
+    train = CSR.from_pairs(data.train, data.n_users, data.n_items)
+    test = CSR.from_pairs(data.test, data.n_users, data.n_items)
+    deg = train.degrees()
+    n_valid = torch.clamp(torch.floor(deg.double() * fraction).long(), min=1)
+    if fraction == 0.0:
+        n_valid = torch.zeros_like(deg)
+    n_valid = torch.where(deg >= 2, n_valid, torch.zeros_like(deg))
+    gen = torch.Generator().manual_seed(int(seed))
+    keys = torch.rand(train.nnz, generator=gen)
+    rows = train.row_ids()
+    # random order within each user: sort by key, then stably by user
+    order = torch.argsort(keys)
+    order = order[torch.argsort(rows[order], stable=True)]
+    rank_in_row = torch.empty_like(order)
+    rank_in_row[order] = torch.arange(train.nnz) - train.indptr[rows[order]]
+    is_valid = rank_in_row < n_valid[rows]
+    pairs = train.to_pairs()
+    return CFSplits(
+        name=data.name,
+        n_users=data.n_users,
+        n_items=data.n_items,
+        train=CSR.from_pairs(pairs[~is_valid], data.n_users, data.n_items),
+        valid=CSR.from_pairs(pairs[is_valid], data.n_users, data.n_items),
+        test=test,
+    )

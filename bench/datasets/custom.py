@@ -1,0 +1,152 @@
+"""A user's own interaction file: TSV/CSV ``user, item[, timestamp]`` or a RecBole ``.inter``.
+
+Ids may be any strings; they are remapped to contiguous integers. Duplicate pairs keep
+their earliest timestamp. Then k-core filtering (users and items with fewer than k
+interactions removed, repeated until stable) and a per-user random train/test split
+seeded by ``split_seed`` (fixed, so every run seed sees the same test set).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bench.datasets.base import Interactions
+from bench.datasets.synthetic import per_user_split
+from bench.datasets.tables import read_table
+from bench.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+def k_core(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Drop users and items with fewer than ``k`` interactions until none remain."""
+    if k <= 1:
+        return frame
+    while True:
+        user_ok = frame.groupby("user")["item"].transform("size") >= k
+        item_ok = frame.groupby("item")["user"].transform("size") >= k
+        keep = user_ok & item_ok
+        if keep.all():
+            return frame
+        frame = frame[keep]
+
+
+def _read_inter(path: Path, text: str) -> pd.DataFrame:
+    header = text.split("\n", 1)[0].rstrip("\r").split("\t")
+    names = [h.split(":", 1)[0] for h in header]
+    for needed in ("user_id", "item_id"):
+        if needed not in names:
+            raise DataError(f"{path}:1: RecBole header must name user_id and item_id fields, got {header}")
+    cols = {"user": names.index("user_id"), "item": names.index("item_id")}
+    kinds = {"user": "str", "item": "str"}
+    for opt in ("rating", "timestamp"):
+        if opt in names:
+            cols[opt] = names.index(opt)
+            kinds[opt] = "float"
+    keys = list(cols)
+    arrays = read_table(text, str(path), "\t", [cols[k] for k in keys], [kinds[k] for k in keys], header=True)
+    return pd.DataFrame(dict(zip(keys, arrays)))
+
+
+def _read_delimited(path: Path, text: str, sep: str, header: bool | str) -> pd.DataFrame:
+    first = text.split("\n", 1)[0]
+    n_fields = len(first.split(sep))
+    if n_fields < 2:
+        raise DataError(f"{path}:1: expected at least 2 fields (user, item) separated by {sep!r}")
+    if header == "auto":
+        lowered = first.lower()
+        header = "user" in lowered or "item" in lowered
+    cols = [0, 1] + ([2] if n_fields >= 3 else [])
+    kinds = ["str", "str"] + (["float"] if n_fields >= 3 else [])
+    arrays = read_table(text, str(path), sep, cols, kinds, header=bool(header))
+    frame = pd.DataFrame({"user": arrays[0], "item": arrays[1]})
+    if n_fields >= 3:
+        frame["timestamp"] = arrays[2]
+    return frame
+
+
+class CustomFile:
+    """Loader for a user's file.
+
+    Args:
+        path: the file (.tsv, .csv, .txt or RecBole .inter).
+        format: "auto" (by extension), "tsv", "csv" or "inter".
+        header: True, False or "auto" (a first line mentioning user/item is a header).
+        min_rating: keep rows with rating >= this (only if the file has ratings).
+        k_core: minimum interactions per user and item (1 disables).
+        test_fraction: per-user share of interactions held out for test.
+        split_seed: seed of the train/test split.
+    """
+
+    def __init__(self, path: str | None = None, format: str = "auto", header: bool | str = "auto",
+                 min_rating: float | None = None, k_core: int = 10, test_fraction: float = 0.2,
+                 split_seed: int = 0, name: str = "custom") -> None:
+        if not path:
+            raise DataError("dataset=custom needs a file: add dataset.path=/path/to/interactions.tsv")
+        self.path = Path(path).expanduser()
+        self.format = format
+        self.header = header
+        self.min_rating = min_rating
+        self.k_core = int(k_core)
+        self.test_fraction = test_fraction
+        self.split_seed = split_seed
+        self.name = name
+
+    def _format(self) -> str:
+        if self.format != "auto":
+            return self.format
+        suffix = self.path.suffix.lower()
+        return {".inter": "inter", ".csv": "csv"}.get(suffix, "tsv")
+
+    def read_frame(self) -> pd.DataFrame:
+        """The raw rows as a frame with columns user, item[, rating][, timestamp]."""
+        if not self.path.is_file():
+            raise DataError(f"interaction file {self.path} not found; set dataset.path to an existing file")
+        text = self.path.read_text(encoding="utf-8")
+        if not text.strip():
+            raise DataError(f"{self.path} is empty")
+        fmt = self._format()
+        if fmt == "inter":
+            return _read_inter(self.path, text)
+        if fmt not in ("tsv", "csv"):
+            raise DataError(f"unknown dataset.format '{fmt}'; use auto, tsv, csv or inter")
+        return _read_delimited(self.path, text, "\t" if fmt == "tsv" else ",", self.header)
+
+    def load(self) -> Interactions:
+        frame = self.read_frame()
+        n_raw = len(frame)
+        if self.min_rating is not None and "rating" in frame:
+            frame = frame[frame["rating"] >= self.min_rating]
+        sort_cols = ["user", "item"] + (["timestamp"] if "timestamp" in frame else [])
+        frame = frame.sort_values(sort_cols, kind="stable").drop_duplicates(["user", "item"], keep="first")
+        frame = k_core(frame, self.k_core)
+        if frame.empty:
+            raise DataError(f"{self.path}: no interactions left after {self.k_core}-core filtering; lower dataset.k_core")
+        user_codes, user_ids = pd.factorize(frame["user"], sort=True)
+        item_codes, item_ids = pd.factorize(frame["item"], sort=True)
+        pairs = torch.from_numpy(np.stack([user_codes, item_codes], 1).astype(np.int64))
+        order = torch.argsort(pairs[:, 0] * len(item_ids) + pairs[:, 1])
+        pairs = pairs[order]
+        times = None
+        if "timestamp" in frame:
+            times = torch.from_numpy(frame["timestamp"].to_numpy(np.float64))[order]
+        gen = torch.Generator().manual_seed(int(self.split_seed))
+        n_users, n_items = len(user_ids), len(item_ids)
+        # split on positions so timestamps follow their pairs
+        idx_pairs = torch.stack([pairs[:, 0], torch.arange(pairs.shape[0])], 1)
+        train_idx, test_idx = per_user_split(idx_pairs, n_users, self.test_fraction, gen)
+        train_pos, test_pos = train_idx[:, 1], test_idx[:, 1]
+        log.info("%s: %d rows read, %d interactions of %d users x %d items after filtering",
+                 self.path, n_raw, pairs.shape[0], n_users, n_items)
+        return Interactions(
+            name=self.name, n_users=n_users, n_items=n_items,
+            train=pairs[train_pos], test=pairs[test_pos],
+            train_timestamps=None if times is None else times[train_pos],
+            test_timestamps=None if times is None else times[test_pos],
+            info={"source": str(self.path), "k_core": self.k_core, "rows_read": n_raw},
+        )

@@ -1,0 +1,88 @@
+"""Chunked full-ranking evaluation over all items."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from bench.datasets.base import CSR
+from bench.errors import TrainingDiverged
+from bench.evaluation.metrics import DEFAULT_KS, metrics_from_hits, rank_items
+
+log = logging.getLogger(__name__)
+
+
+class FullRankingEvaluator:
+    """Ranks every item for every evaluated user; nothing is sampled.
+
+    Items in ``exclude`` (training items; at test time validation items too) are set to
+    -inf before ranking. Only users with at least one ``target`` item are evaluated;
+    the others are counted in ``n_skipped`` and left out of every average.
+
+    Users are processed in chunks of at most ``max_scores // n_items`` rows, so peak
+    memory is O(max_scores) whatever the number of users.
+
+    Args:
+        target: held-out items per user (the relevant set R_u).
+        exclude: item sets masked with -inf.
+        ks: cut-offs.
+        max_scores: score-matrix entries per chunk (float32: 4 bytes each).
+    """
+
+    def __init__(self, target: CSR, exclude: Sequence[CSR], ks: Sequence[int] = DEFAULT_KS,
+                 max_scores: int = 1 << 24) -> None:
+        self.target = target
+        self.exclude = list(exclude)
+        self.ks = tuple(sorted(int(k) for k in ks))
+        self.n_items = target.n_items
+        self.users = (target.degrees() > 0).nonzero().squeeze(1)
+        self.n_skipped = target.n_users - self.users.numel()
+        self.chunk_size = max(1, int(max_scores) // max(self.n_items, 1))
+        self._device_csr: dict[str, tuple[CSR, list[CSR]]] = {}
+
+    def user_chunks(self) -> list[Tensor]:
+        """The evaluated user ids, split into chunks."""
+        return list(self.users.split(self.chunk_size))
+
+    def _csr_on(self, device: torch.device) -> tuple[CSR, list[CSR]]:
+        key = str(device)
+        if key not in self._device_csr:
+            self._device_csr[key] = (self.target.to(device), [c.to(device) for c in self.exclude])
+        return self._device_csr[key]
+
+    @torch.no_grad()
+    def evaluate_chunk(self, score_users: Callable[[Tensor], Tensor], users: Tensor) -> dict[str, Tensor]:
+        """Per-user metrics for one chunk.
+
+        Args:
+            score_users: (b,) user ids -> (b, n_items) scores.
+            users: (b,) user ids, each with at least one target item.
+        Returns:
+            ``{"ndcg@20": (b,) float64, ...}``.
+        """
+        target, exclude = self._csr_on(users.device)
+        scores = score_users(users).float()
+        if torch.isnan(scores).any():
+            raise TrainingDiverged("the model produced NaN scores; lower the learning rate or check the loss")
+        for csr in exclude:
+            rows, items = csr.gather_rows(users)
+            scores[rows, items] = float("-inf")
+        top = rank_items(scores, max(self.ks))
+        rows, items = target.gather_rows(users)
+        relevant = torch.zeros_like(scores, dtype=torch.bool)
+        relevant[rows, items] = True
+        hits = relevant.gather(1, top)
+        return metrics_from_hits(hits, target.degrees()[users], self.ks)
+
+    def evaluate(self, score_users: Callable[[Tensor], Tensor], device: torch.device | str = "cpu") -> dict[str, Tensor]:
+        """Per-user metrics for all evaluated users (see :meth:`evaluate_chunk`)."""
+        parts = [self.evaluate_chunk(score_users, chunk.to(device)) for chunk in self.user_chunks()]
+        return {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
+
+
+def mean_metrics(per_user: dict[str, Tensor]) -> dict[str, float]:
+    """Average per-user metric vectors into floats."""
+    return {k: float(v.mean()) for k, v in per_user.items()}

@@ -1,0 +1,79 @@
+"""Experiment loggers: CSV always available, W&B that never blocks or prompts."""
+
+from __future__ import annotations
+
+import logging
+import netrc
+import os
+import socket
+from typing import Any
+
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import Logger
+from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+WANDB_HOST = "api.wandb.ai"
+
+
+def _has_wandb_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators(WANDB_HOST) is not None
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+
+
+def _reachable(host: str, port: int = 443, timeout: float = 3.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def resolve_wandb_mode(mode: str = "auto") -> tuple[str, str]:
+    """("online" | "offline" | "disabled", reason). ``auto`` goes online only with
+    credentials and a reachable server; ``$WANDB_MODE`` wins when set."""
+    env = os.environ.get("WANDB_MODE")
+    if mode == "auto" and env:
+        return env, f"WANDB_MODE={env}"
+    if mode != "auto":
+        return mode, f"logger.wandb.mode={mode}"
+    if not _has_wandb_credentials():
+        return "offline", "no W&B credentials (WANDB_API_KEY or `wandb login`)"
+    if not _reachable(WANDB_HOST):
+        return "offline", f"{WANDB_HOST} is not reachable"
+    return "online", "credentials found"
+
+
+def wandb_logger(project: str = "bench", entity: str | None = None, group: str | None = None,
+                 job_type: str = "train", name: str | None = None, tags: list[str] | None = None,
+                 save_dir: str = ".", mode: str = "auto", run_id: str | None = None, **kwargs: Any) -> Logger:
+    """A Lightning ``WandbLogger`` that falls back to offline mode instead of prompting.
+
+    Args:
+        project, entity, group, job_type, name, tags: W&B run fields (group is
+            dataset-model-loss so that seeds of one configuration aggregate).
+        save_dir: the run's output directory (W&B files go to ``save_dir/wandb``).
+        mode: "auto", "online", "offline" or "disabled".
+        run_id: resume this W&B run (used when a run is resumed).
+    """
+    from lightning.pytorch.loggers import WandbLogger
+
+    resolved, reason = resolve_wandb_mode(mode)
+    os.environ.setdefault("WANDB_SILENT", "true")
+    if resolved == "offline":
+        log.warning("W&B logs offline (%s); upload later with: wandb sync %s/wandb/offline-run-*", reason, save_dir)
+    extra = {"id": run_id, "resume": "allow"} if run_id else {}
+    return WandbLogger(project=project, entity=entity, group=group, job_type=job_type, name=name,
+                       tags=list(tags or []), save_dir=save_dir, mode=resolved, **extra, **kwargs)
+
+
+def build_loggers(cfg: DictConfig | None) -> list[Logger]:
+    """Instantiate every logger under the ``logger`` config node (empty for ``logger=none``)."""
+    if not cfg:
+        return []
+    return [instantiate(spec) for spec in cfg.values() if spec is not None]

@@ -1,0 +1,31 @@
+"""BPR (Rendle et al., UAI 2009)."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from bench.losses import LOSSES
+from bench.losses.base import LossBatch, RecLoss
+
+
+def bpr_loss(pos: Tensor, neg: Tensor) -> Tensor:
+    r"""BPR: :math:`\mathrm{softplus}(s_{uj} - s_{ui}) = -\log \sigma(s_{ui} - s_{uj})`.
+
+    Args:
+        pos: (B,) positive scores; neg: (B, N) negative scores.
+    Returns:
+        scalar, mean over the B pairs and N negatives.
+    """
+    return F.softplus(neg - pos.unsqueeze(1)).mean()
+
+
+@LOSSES.register("bpr")
+class BPR(RecLoss):
+    """Bayesian personalised ranking, one sampled negative per pair by default (dot scores)."""
+
+    def __init__(self, n_negatives: int = 1, score: str = "dot") -> None:
+        super().__init__(n_negatives=n_negatives, score=score)
+
+    def forward(self, batch: LossBatch) -> Tensor:
+        return bpr_loss(batch.pos, batch.neg)

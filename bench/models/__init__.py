@@ -1,0 +1,15 @@
+"""Backbones. ``MODELS.build(name, n_users=..., n_items=..., **cfg)``."""
+
+from bench.registry import Registry
+
+MODELS: Registry = Registry("model", package="bench.models")
+
+from bench.models.base import EmbeddingModel  # noqa: E402
+from bench.models.mf import MF  # noqa: E402
+
+__all__ = ["MODELS", "EmbeddingModel", "MF", "build"]
+
+
+def build(name: str, **kwargs):
+    """Instantiate the backbone registered as ``name`` (Hydra ``_target_``)."""
+    return MODELS.get(name)(name=name, **kwargs)

@@ -1,0 +1,48 @@
+"""Matrix factorisation."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from bench.errors import BenchError
+from bench.models import MODELS
+from bench.models.base import EmbeddingModel
+
+INITS = ("auto", "normal", "xavier_normal")
+
+
+@MODELS.register("mf")
+class MF(EmbeddingModel):
+    r"""Matrix factorisation: :math:`s_{ui} = f(\mathbf{p}_u, \mathbf{q}_i)`.
+
+    Free embeddings ``p_u, q_i`` in R^dim; f is the dot product or the cosine similarity.
+
+    Args:
+        n_users, n_items: catalogue sizes.
+        dim: embedding dimension (64 in the SL@K paper).
+        score: "cosine" or "dot".
+        init: "normal" (N(0, init_std^2)), "xavier_normal", or "auto": normal with
+            std 1 for cosine scores (scale-free; PyTorch's embedding default, as in the
+            SL@K reference code) and xavier-normal for dot scores (small initial scores,
+            as the reference BPR).
+        init_std: std of "normal".
+    """
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 64, score: str = "cosine",
+                 init: str = "auto", init_std: float = 1.0, name: str = "mf") -> None:
+        super().__init__(n_users, n_items, score)
+        if init not in INITS:
+            raise BenchError(f"unknown model.init '{init}'; known: {', '.join(INITS)}")
+        self.user_emb = nn.Embedding(n_users, dim)
+        self.item_emb = nn.Embedding(n_items, dim)
+        if init == "auto":
+            init = "normal" if score == "cosine" else "xavier_normal"
+        for table in (self.user_emb, self.item_emb):
+            if init == "normal":
+                nn.init.normal_(table.weight, std=init_std)
+            else:
+                nn.init.xavier_normal_(table.weight)
+
+    def embeddings(self) -> tuple[Tensor, Tensor]:
+        return self.user_emb.weight, self.item_emb.weight

@@ -1,0 +1,66 @@
+"""Writing run results so that a crash never leaves a half-written file."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS_FILE = "results.json"
+PER_USER_FILE = "per_user_test.npz"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory + rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
+        return _jsonable(obj.item())
+    return obj
+
+
+def write_json(path: Path, payload: dict) -> None:
+    atomic_write_bytes(path, (json.dumps(_jsonable(payload), indent=2, sort_keys=False) + "\n").encode())
+
+
+def read_json(path: Path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_per_user(path: Path, users: np.ndarray, metrics: dict[str, np.ndarray]) -> None:
+    """Per-user metric vectors (float64), aligned with ``users``, as a compressed npz."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, users=users, **{k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()})
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_per_user(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    with np.load(path) as z:
+        return z["users"], {k: z[k] for k in z.files if k != "users"}

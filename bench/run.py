@@ -1,0 +1,151 @@
+"""One run: config -> data -> model -> loss -> train -> full-ranking test -> results.json."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf
+
+from bench.errors import BenchError
+from bench.evaluation import METRICS, mean_metrics
+from bench.loggers import build_loggers
+from bench.results import PER_USER_FILE, RESULTS_FILE, atomic_write_bytes, read_json, write_json, write_per_user
+from bench.tasks.cf import CFDataModule, CFModule, ValidateOnLastEpoch
+
+log = logging.getLogger(__name__)
+
+RUN_CONFIG_FILE = "run_config.yaml"
+CHECKPOINT_DIR = "checkpoints"
+
+
+def format_metrics_table(means: dict[str, float], ks: Sequence[int]) -> str:
+    """A plain-text table, rows = K, columns = metrics."""
+    header = f"{'K':>5} " + " ".join(f"{m:>10}" for m in METRICS)
+    rows = [header]
+    for k in ks:
+        rows.append(f"{k:>5} " + " ".join(f"{means.get(f'{m}@{k}', float('nan')):>10.4f}" for m in METRICS))
+    return "\n".join(rows)
+
+
+def _callbacks(cfg: DictConfig, ckpt_dir: Path) -> tuple[list[Callback], ModelCheckpoint]:
+    monitor = f"val/{cfg.train.monitor}"
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor=monitor, mode="max", save_top_k=1,
+                           auto_insert_metric_name=False, enable_version_counter=False)
+    # a separate callback writes last.ckpt after every epoch, for resuming
+    last = ModelCheckpoint(dirpath=ckpt_dir, save_top_k=0, save_last=True, every_n_epochs=1,
+                           save_on_train_epoch_end=True, enable_version_counter=False)
+    callbacks: list[Callback] = [ValidateOnLastEpoch(), best, last]
+    if cfg.train.get("early_stopping_patience"):
+        callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(cfg.train.early_stopping_patience),
+                                       check_on_train_epoch_end=False))
+    return callbacks, best
+
+
+def _versions() -> dict[str, str]:
+    import hydra
+    import lightning
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
+            "hydra": hydra.__version__}
+
+
+def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbacks: Sequence[Callback] = (),
+                   resume_checkpoint: str | Path | None = None) -> dict[str, Any]:
+    """Train and test one configuration; write ``results.json`` in ``cfg.output_dir``.
+
+    Args:
+        cfg: the composed config (see ``conf/config.yaml``).
+        overrides: the command-line overrides that made this run (recorded).
+        extra_callbacks: more Lightning callbacks (tests use this to interrupt a run).
+        resume_checkpoint: a ``last.ckpt`` to continue from.
+    Returns:
+        the results dict that was written.
+    """
+    t_start = time.perf_counter()
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    if resume_checkpoint is None:
+        atomic_write_bytes(out / RUN_CONFIG_FILE, OmegaConf.to_yaml(resolved).encode())
+        write_json(out / RESULTS_FILE, {"status": "running", "overrides": list(overrides), "config": resolved})
+    seed = int(cfg.seed)
+    L.seed_everything(seed, workers=True, verbose=False)
+
+    t0 = time.perf_counter()
+    data = instantiate(cfg.dataset).load()
+    datamodule = CFDataModule(data, seed=seed, batch_size=int(cfg.train.batch_size),
+                              valid_fraction=float(cfg.train.valid_fraction), ks=tuple(cfg.eval.ks),
+                              max_scores=int(cfg.eval.max_scores))
+    splits = datamodule.splits
+    log.info("data %s: %d users, %d items, %d train / %d valid / %d test interactions", splits.name,
+             splits.n_users, splits.n_items, splits.train.nnz, splits.valid.nnz, splits.test.nnz)
+    for split, ev in (("validation", datamodule.val_evaluator), ("test", datamodule.test_evaluator)):
+        if ev.n_skipped:
+            log.info("%d users have no %s items and are excluded from %s averages", ev.n_skipped, split, split)
+    t_data = time.perf_counter() - t0
+
+    model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
+    loss = instantiate(cfg.loss)
+    module = CFModule(model, loss, instantiate(cfg.optimizer), datamodule, seed)
+
+    ckpt_dir = out / CHECKPOINT_DIR
+    callbacks, best_ckpt = _callbacks(cfg, ckpt_dir)
+    loggers = build_loggers(cfg.get("logger"))
+    trainer = instantiate(cfg.trainer, callbacks=callbacks + list(extra_callbacks), logger=loggers or False,
+                          default_root_dir=str(out))
+    for lg in loggers:
+        lg.log_hyperparams(resolved)
+
+    t0 = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_checkpoint) if resume_checkpoint else None)
+    t_fit = time.perf_counter() - t0
+
+    best_path = best_ckpt.best_model_path
+    if not best_path:
+        raise BenchError("no validation ran, so there is no best checkpoint to test; set trainer.max_epochs >= 1")
+    t0 = time.perf_counter()
+    trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+    t_test = time.perf_counter() - t0
+
+    test_means = mean_metrics(module.test_per_user)
+    write_per_user(out / PER_USER_FILE, module.test_users.numpy(),
+                   {k: v.numpy() for k, v in module.test_per_user.items()})
+    monitor = f"val/{cfg.train.monitor}"
+    history = module.history
+    best_row = max(history, key=lambda row: row[monitor]) if history else {}  # first maximum, as the checkpoint
+    previous = read_json(out / RESULTS_FILE) if (out / RESULTS_FILE).exists() else {}
+    results = {
+        "status": "completed",
+        "overrides": list(overrides) or previous.get("overrides", []),
+        "config": resolved,
+        "data": {**splits.summary(), "val_users": int(datamodule.val_evaluator.users.numel()),
+                 "test_users": int(datamodule.test_evaluator.users.numel()),
+                 "val_users_skipped": datamodule.val_evaluator.n_skipped,
+                 "test_users_skipped": datamodule.test_evaluator.n_skipped},
+        "best": {"epoch": best_row.get("epoch"), "checkpoint": best_path,
+                 "val": {k[4:]: v for k, v in best_row.items() if k.startswith("val/")}},
+        "test": test_means,
+        "history": history,
+        "epochs_trained": trainer.current_epoch,
+        "per_user_test": PER_USER_FILE,
+        "timing_s": {"data": t_data, "fit": t_fit, "test": t_test, "total": time.perf_counter() - t_start},
+        "resumed_from": str(resume_checkpoint) if resume_checkpoint else previous.get("resumed_from"),
+        "device": str(module.device),
+        "versions": _versions(),
+    }
+    write_json(out / RESULTS_FILE, results)
+    for lg in loggers:
+        if type(lg).__name__ == "WandbLogger":
+            # test metrics in the run summary; finish so the next job of a sweep opens its own run
+            lg.experiment.summary.update({f"test/{k}": v for k, v in test_means.items()})
+            lg.experiment.summary.update({"best_epoch": best_row.get("epoch"), "status": "completed"})
+            lg.experiment.finish()
+    return results

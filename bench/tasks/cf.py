@@ -1,0 +1,159 @@
+"""Collaborative filtering: training on (user, item) pairs, full-ranking evaluation."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from bench.datasets.base import CFSplits, Interactions, split_validation
+from bench.errors import TrainingDiverged
+from bench.evaluation import FullRankingEvaluator, mean_metrics
+from bench.losses.base import LossBatch, RecLoss
+from bench.models.base import EmbeddingModel
+from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler, make_generator
+
+log = logging.getLogger(__name__)
+
+_NEGATIVES = 2
+
+
+class CFDataModule(L.LightningDataModule):
+    """Train pairs in seeded shuffled batches; users in chunks for evaluation.
+
+    Args:
+        data: the data set (train/test pairs).
+        seed: run seed (validation split and batch order).
+        batch_size: (u, i) pairs per training batch.
+        valid_fraction: share of each user's training items held out for validation.
+        ks: metric cut-offs.
+        max_scores: score-matrix entries per evaluation chunk.
+    """
+
+    def __init__(self, data: Interactions, seed: int, batch_size: int = 1024, valid_fraction: float = 0.1,
+                 ks: tuple[int, ...] = (5, 10, 20, 50, 100), max_scores: int = 1 << 24) -> None:
+        super().__init__()
+        self.splits: CFSplits = split_validation(data, valid_fraction, seed)
+        self.seed = seed
+        self.batch_size = batch_size
+        self.train_pairs = self.splits.train.to_pairs()
+        self.val_evaluator = FullRankingEvaluator(self.splits.valid, [self.splits.train], ks, max_scores)
+        self.test_evaluator = FullRankingEvaluator(self.splits.test, [self.splits.train, self.splits.valid], ks,
+                                                   max_scores)
+        self.sampler = UniformNegativeSampler(self.splits.train)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(IndexedPairs(self.train_pairs),
+                          sampler=PairBatchSampler(len(self.train_pairs), self.batch_size, self.seed),
+                          batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_evaluator.user_chunks(), batch_size=None)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.test_evaluator.user_chunks(), batch_size=None)
+
+
+class CFModule(L.LightningModule):
+    """Trains an embedding backbone with a registered loss; evaluates by full ranking.
+
+    Validation logs ``val/<metric>@<K>``; test keeps per-user metric vectors in
+    :attr:`test_per_user`. The validation history is saved in checkpoints so that a
+    resumed run reports the whole curve.
+
+    Args:
+        model: the backbone.
+        loss: the loss.
+        optimizer: a callable params -> torch optimizer (a Hydra partial).
+        datamodule: provides the negative sampler and the evaluators.
+        seed: run seed (negative sampling).
+    """
+
+    def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
+                 datamodule: CFDataModule, seed: int) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = loss
+        self.optimizer_factory = optimizer
+        self.sampler = datamodule.sampler
+        self.val_evaluator = datamodule.val_evaluator
+        self.test_evaluator = datamodule.test_evaluator
+        self.seed = seed
+        self.history: list[dict[str, float]] = []
+        self.test_per_user: dict[str, Tensor] = {}
+        self._parts: list[dict[str, Tensor]] = []
+        self._users: list[Tensor] = []
+        self.test_users: Tensor | None = None
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return self.optimizer_factory(self.parameters())
+
+    def training_step(self, batch: Tensor, batch_idx: int) -> Tensor:
+        users, items = batch[:, 0], batch[:, 1]
+        gen = make_generator(self.device, self.seed, self.current_epoch, batch_idx, _NEGATIVES)
+        negatives = self.sampler.sample(users, self.loss.n_negatives, gen)
+        pos, neg = self.model.score_pairs(users, items, negatives)
+        loss = self.loss(LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives,
+                                   score_users=self.model.score_users))
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"training loss is {loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
+                "lower optimizer.lr or raise the loss temperature"
+            )
+        self.log("train/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=users.numel())
+        return loss
+
+    # evaluation ---------------------------------------------------------------------
+    def _eval_step(self, evaluator: FullRankingEvaluator, users: Tensor) -> None:
+        self._parts.append(evaluator.evaluate_chunk(self.model.score_users, users))
+        self._users.append(users.cpu())
+
+    def _gather(self) -> tuple[Tensor, dict[str, Tensor]]:
+        parts, users = self._parts, self._users
+        self._parts, self._users = [], []
+        per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]}
+        return torch.cat(users), per_user
+
+    def validation_step(self, users: Tensor, batch_idx: int) -> None:
+        self._eval_step(self.val_evaluator, users)
+
+    def on_validation_epoch_end(self) -> None:
+        if not self._parts:
+            return
+        _, per_user = self._gather()
+        means = mean_metrics(per_user)
+        self.log_dict({f"val/{k}": v for k, v in means.items()}, prog_bar=False)
+        if not self.trainer.sanity_checking:
+            self.history.append({"epoch": self.current_epoch, **{f"val/{k}": v for k, v in means.items()}})
+            log.info("epoch %d: validation %s", self.current_epoch,
+                     " ".join(f"{k}={means[k]:.4f}" for k in ("recall@20", "ndcg@20") if k in means))
+
+    def test_step(self, users: Tensor, batch_idx: int) -> None:
+        self._eval_step(self.test_evaluator, users)
+
+    def on_test_epoch_end(self) -> None:
+        self.test_users, self.test_per_user = self._gather()
+        self.log_dict({f"test/{k}": v for k, v in mean_metrics(self.test_per_user).items()})
+
+    # checkpoint state ------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["bench_history"] = list(self.history)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.history = list(checkpoint.get("bench_history", []))
+
+
+class ValidateOnLastEpoch(L.Callback):
+    """Also validate after the final epoch when it is not a multiple of the interval.
+
+    Without this, a run shorter than ``check_val_every_n_epoch`` never validates, saves
+    no best checkpoint, and cannot be tested (a crash in the SL@K reference code).
+    """
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.max_epochs is not None and trainer.current_epoch == trainer.max_epochs - 1:
+            trainer.check_val_every_n_epoch = 1

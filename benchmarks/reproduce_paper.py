@@ -1,0 +1,81 @@
+"""Reproduce SL@K-paper cells (Table 2) with 5 seeds and compare with the paper.
+
+Runs ``python -m bench ... -m seed=0,1,2,3,4`` per cell (the paper's settings), reads the
+seed summary and prints ours (mean ± 95% CI) next to the paper, with the relative gap.
+
+    BENCH_DATA_DIR=../shared/data python benchmarks/reproduce_paper.py [--cells health-mf-sl ...]
+        [--seeds 0,1,2,3,4] [--epochs 200] [--out benchmarks/results/reproduce]
+
+A cell passes when the mean is within ``--tolerance`` (3% relative) of the paper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.summary import collect_runs, summarize
+
+# cell -> (overrides, {metric: paper value})   Table 2 of arXiv 2508.05673 / LOSSES.md
+CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
+    "health-mf-sl": (
+        ["dataset=health", "model=mf", "loss=sl", "loss.tau=0.2", "optimizer.lr=0.1", "optimizer.weight_decay=0"],
+        {"recall@20": 0.1719, "ndcg@20": 0.1261},
+    ),
+    "health-mf-bpr": (
+        ["dataset=health", "model=mf", "loss=bpr", "optimizer.lr=0.001", "optimizer.weight_decay=1e-4"],
+        {"recall@20": 0.1627, "ndcg@20": 0.1234},
+    ),
+}
+
+
+def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path) -> Path:
+    sweep_dir = out / name
+    cmd = [sys.executable, "-m", "bench", *overrides, f"trainer.max_epochs={epochs}",
+           "trainer.check_val_every_n_epoch=5", "logger=none", f"hydra.sweep.dir={sweep_dir}",
+           "-m", f"seed={seeds}"]
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=False)
+    return sweep_dir
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cells", nargs="*", default=list(CELLS), choices=list(CELLS))
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--tolerance", type=float, default=0.03)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/reproduce"))
+    parser.add_argument("--report-only", action="store_true", help="only summarise existing runs")
+    args = parser.parse_args()
+
+    rows = []
+    ok = True
+    for name in args.cells:
+        overrides, paper = CELLS[name]
+        sweep_dir = args.out / name
+        if not args.report_only:
+            run_cell(name, overrides, args.seeds, args.epochs, args.out)
+        runs = collect_runs(sweep_dir)
+        if not len(runs):
+            print(f"{name}: no runs found in {sweep_dir}")
+            ok = False
+            continue
+        summary = summarize(runs).set_index("metric")
+        for metric, ref in paper.items():
+            r = summary.loc[metric]
+            rel = (r["mean"] - ref) / ref
+            passed = abs(rel) <= args.tolerance
+            ok &= passed
+            rows.append(f"| {name} | {metric} | {r['mean']:.4f} ± {r['ci_half']:.4f} (n={int(r['n'])}) | "
+                        f"{ref:.4f} | {rel:+.1%} | {'yes' if passed else 'NO'} |")
+    print(f"\n| cell | metric | ours (mean ± 95% CI) | paper | relative gap | within {args.tolerance:.0%} |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
