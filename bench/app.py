@@ -13,7 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from bench.errors import BenchError
+from bench.errors import BenchError, find_user_error
 from bench.results import RESULTS_FILE, read_json, write_json
 from bench.run import CHECKPOINT_DIR, RUN_CONFIG_FILE, format_metrics_table, train_and_test
 
@@ -42,9 +42,10 @@ def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -
     try:
         out = Path(cfg.output_dir)
         previous = read_json(out / RESULTS_FILE) if (out / RESULTS_FILE).exists() else {}
+        user_error = find_user_error(exc)
         write_json(out / RESULTS_FILE, {
             **previous, "status": "failed", "overrides": overrides or previous.get("overrides", []),
-            "error": f"{type(exc).__name__}: {exc}",
+            "error": str(user_error) if user_error else f"{type(exc).__name__}: {exc}",
             "traceback": "".join(traceback.format_exception(exc)),
         })
     except Exception as inner:  # reporting must not hide the original error
@@ -67,15 +68,15 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
             log.info("resuming %s from %s", cfg.output_dir, resume_ckpt)
             overrides = []
         results = train_and_test(cfg, overrides=overrides, resume_checkpoint=resume_ckpt)
-    except BenchError as exc:
-        _record_failure(cfg, overrides, exc)
-        log.error("%s", exc)
-        if multirun:
-            return None
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
     except Exception as exc:
         _record_failure(cfg, overrides, exc)
+        user_error = find_user_error(exc)
+        if user_error is not None:
+            log.error("%s", user_error)
+            if multirun:
+                return None
+            print(f"error: {user_error}", file=sys.stderr)
+            sys.exit(2)
         if multirun:
             log.exception("job failed: %s", exc)
             return None

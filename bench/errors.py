@@ -11,6 +11,22 @@ class BenchError(Exception):
     """A problem the user can fix; the message names the problem and the fix."""
 
 
+class ConfigError(BenchError):
+    """An invalid setting."""
+
+
+def find_user_error(exc: BaseException) -> BenchError | None:
+    """The BenchError behind ``exc``, following ``raise ... from`` chains (Hydra's
+    ``instantiate`` wraps constructor errors in its own exception)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, BenchError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 class DataError(BenchError):
     """Missing, corrupt or malformed data."""
 

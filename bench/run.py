@@ -18,7 +18,8 @@ from bench.errors import BenchError
 from bench.evaluation import METRICS, mean_metrics
 from bench.loggers import build_loggers
 from bench.results import PER_USER_FILE, RESULTS_FILE, atomic_write_bytes, read_json, write_json, write_per_user
-from bench.tasks.cf import CFDataModule, CFModule, ValidateOnLastEpoch
+from bench.tasks.callbacks import LastCheckpoint, ValidateOnLastEpoch
+from bench.tasks.cf import CFDataModule, CFModule
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,7 @@ def _callbacks(cfg: DictConfig, ckpt_dir: Path) -> tuple[list[Callback], ModelCh
     monitor = f"val/{cfg.train.monitor}"
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor=monitor, mode="max", save_top_k=1,
                            auto_insert_metric_name=False, enable_version_counter=False)
-    # a separate callback writes last.ckpt after every epoch, for resuming
-    last = ModelCheckpoint(dirpath=ckpt_dir, save_top_k=0, save_last=True, every_n_epochs=1,
-                           save_on_train_epoch_end=True, enable_version_counter=False)
-    callbacks: list[Callback] = [ValidateOnLastEpoch(), best, last]
+    callbacks: list[Callback] = [ValidateOnLastEpoch(), best, LastCheckpoint(ckpt_dir)]
     if cfg.train.get("early_stopping_patience"):
         callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=int(cfg.train.early_stopping_patience),
                                        check_on_train_epoch_end=False))

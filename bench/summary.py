@@ -50,18 +50,21 @@ def collect_runs(root: Path) -> pd.DataFrame:
     """One row per run directory under ``root`` that holds a results.json.
 
     Columns: dir, config, seed, status, error, and ``test/<metric>`` for completed runs.
+    ``config`` holds the overrides that differ between runs (those shared by every run
+    are in ``DataFrame.attrs["common"]``), so a sweep ``-m loss=bpr,sl seed=0,1,2`` gives
+    the configurations ``loss=bpr`` and ``loss=sl``.
     """
     rows = []
     for path in sorted(Path(root).rglob(RESULTS_FILE), key=lambda p: str(p)):
         try:
             res = read_json(path)
         except (OSError, ValueError) as exc:
-            rows.append({"dir": str(path.parent), "config": "?", "seed": None, "status": "unreadable",
+            rows.append({"dir": str(path.parent), "overrides": [], "seed": None, "status": "unreadable",
                          "error": str(exc)})
             continue
         row: dict[str, Any] = {
             "dir": str(path.parent),
-            "config": config_key(res.get("overrides", [])),
+            "overrides": [o for o in res.get("overrides", []) if not o.startswith("hydra.")],
             "seed": (res.get("config") or {}).get("seed"),
             "status": res.get("status", "unknown"),
             "error": res.get("error"),
@@ -69,7 +72,12 @@ def collect_runs(root: Path) -> pd.DataFrame:
         for k, v in (res.get("test") or {}).items():
             row[f"test/{k}"] = v
         rows.append(row)
-    return pd.DataFrame(rows)
+    common = set.intersection(*(set(r["overrides"]) for r in rows)) if rows else set()
+    for r in rows:
+        r["config"] = config_key([o for o in r.pop("overrides") if o not in common])
+    frame = pd.DataFrame(rows)
+    frame.attrs["common"] = config_key(common)
+    return frame
 
 
 def summarize(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -92,6 +100,8 @@ def _fmt(mean: float, half: float, n: int) -> str:
 def to_markdown(summary: pd.DataFrame, runs: pd.DataFrame, headline: Iterable[str] = HEADLINE) -> str:
     """Markdown: a headline table (configs x headline metrics) then the full table."""
     lines = ["# Seed summary", "", "mean ± 95% CI half-width (Student t, n seeds)", ""]
+    if runs.attrs.get("common") and runs.attrs["common"] != "(defaults)":
+        lines += [f"Shared by every run: `{runs.attrs['common']}`", ""]
     headline = [m for m in headline if m in set(summary.get("metric", []))]
     if len(summary):
         lines += ["| config | " + " | ".join(headline) + " |", "|---|" + "---|" * len(headline)]

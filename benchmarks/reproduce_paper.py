@@ -33,11 +33,11 @@ CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
 
 def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path) -> Path:
     sweep_dir = out / name
-    cmd = [sys.executable, "-m", "bench", *overrides, f"trainer.max_epochs={epochs}",
-           "trainer.check_val_every_n_epoch=5", "logger=none", f"hydra.sweep.dir={sweep_dir}",
-           "-m", f"seed={seeds}"]
+    cmd = [sys.executable, "-m", "bench", "-m", *overrides, f"trainer.max_epochs={epochs}",
+           "trainer.check_val_every_n_epoch=5", "logger=none", f"hydra.sweep.dir={sweep_dir}", f"seed={seeds}"]
     print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=False)
+    if subprocess.run(cmd, check=False).returncode != 0:
+        print(f"{name}: the sweep reported failed jobs; see {sweep_dir}/summary.md", flush=True)
     return sweep_dir
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from bench.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 
@@ -167,7 +169,7 @@ def split_validation(
         CFSplits with disjoint train and valid, and data.test as test.
     """
     if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"validation fraction must be in [0, 1), got {fraction}")
+        raise ConfigError(f"train.valid_fraction must be in [0, 1), got {fraction}")
     train = CSR.from_pairs(data.train, data.n_users, data.n_items)
     test = CSR.from_pairs(data.test, data.n_users, data.n_items)
     deg = train.degrees()

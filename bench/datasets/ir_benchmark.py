@@ -82,7 +82,7 @@ def read_proc_zip(path: Path, name: str) -> Interactions:
             member = members[f"{split}.tsv"]
             text = archive.read(member).decode("utf-8")
             users, items = read_table(text, f"{path}:{member}", "\t", [0, 1], ["int", "int"], header=True)
-            splits[split] = (torch.from_numpy(users), torch.from_numpy(items))
+            splits[split] = (torch.from_numpy(users.copy()), torch.from_numpy(items.copy()))
         summary = _parse_summary(archive.read(members["summary.txt"]).decode()) if "summary.txt" in members else {}
     all_users = torch.cat([splits["train"][0], splits["test"][0]])
     all_items = torch.cat([splits["train"][1], splits["test"][1]])

@@ -54,7 +54,7 @@ class Synthetic:
     """
 
     def __init__(self, n_users: int = 1000, n_items: int = 500, dim: int = 16, mean_per_user: float = 20.0,
-                 min_per_user: int = 10, alpha: float = 0.8, temperature: float = 0.25,
+                 min_per_user: int = 10, alpha: float = 0.8, temperature: float = 0.1,
                  test_fraction: float = 0.2, seed: int = 2024, name: str = "synthetic") -> None:
         if min_per_user > n_items:
             raise ValueError("min_per_user cannot exceed n_items")

@@ -14,6 +14,10 @@ from bench.losses.base import LossBatch, RecLoss  # noqa: E402
 __all__ = ["LOSSES", "LossBatch", "RecLoss", "build"]
 
 
-def build(name: str, **kwargs) -> RecLoss:
-    """Instantiate the loss registered as ``name`` (the Hydra ``_target_`` of conf/loss/*)."""
+def build(name: str, recipe: dict | None = None, **kwargs) -> RecLoss:
+    """Instantiate the loss registered as ``name`` (the Hydra ``_target_`` of conf/loss/*).
+
+    ``recipe`` holds the loss's recommended settings for other parts of the pipeline
+    (score function, learning rate, weight decay); the config reads it, the loss does not.
+    """
     return LOSSES.build(name, **kwargs)

@@ -13,6 +13,8 @@ from typing import Callable, Optional
 
 from torch import Tensor, nn
 
+from bench.errors import ConfigError
+
 
 @dataclass
 class LossBatch:
@@ -41,16 +43,13 @@ class RecLoss(nn.Module):
 
     Args:
         n_negatives: negatives sampled per (u, i) pair for this loss.
-        score: the scoring function the loss was designed for ("cosine" or "dot"); the
-            model's ``score`` defaults to it (and can be overridden).
     """
 
-    def __init__(self, n_negatives: int = 1000, score: str = "cosine") -> None:
+    def __init__(self, n_negatives: int = 1000) -> None:
         super().__init__()
         if n_negatives < 1:
-            raise ValueError("n_negatives must be >= 1")
+            raise ConfigError(f"loss.n_negatives must be >= 1, got {n_negatives}")
         self.n_negatives = int(n_negatives)
-        self.score = score
 
     def forward(self, batch: LossBatch) -> Tensor:  # pragma: no cover - interface
         """Scalar loss, averaged over the B pairs of the batch."""

@@ -24,8 +24,8 @@ def bpr_loss(pos: Tensor, neg: Tensor) -> Tensor:
 class BPR(RecLoss):
     """Bayesian personalised ranking, one sampled negative per pair by default (dot scores)."""
 
-    def __init__(self, n_negatives: int = 1, score: str = "dot") -> None:
-        super().__init__(n_negatives=n_negatives, score=score)
+    def __init__(self, n_negatives: int = 1) -> None:
+        super().__init__(n_negatives=n_negatives)
 
     def forward(self, batch: LossBatch) -> Tensor:
         return bpr_loss(batch.pos, batch.neg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bench.errors import ConfigError
 from bench.losses import LOSSES
 from bench.losses.base import LossBatch, RecLoss
 
@@ -41,11 +42,10 @@ class SoftmaxLoss(RecLoss):
         n_negatives: N negatives per pair (1000 in the paper).
     """
 
-    def __init__(self, tau: float = 0.2, self_term: bool = False, n_negatives: int = 1000,
-                 score: str = "cosine") -> None:
-        super().__init__(n_negatives=n_negatives, score=score)
+    def __init__(self, tau: float = 0.2, self_term: bool = False, n_negatives: int = 1000) -> None:
+        super().__init__(n_negatives=n_negatives)
         if tau <= 0:
-            raise ValueError("tau must be > 0")
+            raise ConfigError(f"loss.tau must be > 0, got {tau}")
         self.tau = float(tau)
         self.self_term = bool(self_term)
 

@@ -1,5 +1,6 @@
-"""Lightning modules and data modules, one file per task."""
+"""Lightning modules and data modules, one file per task, and shared callbacks."""
 
-from bench.tasks.cf import CFDataModule, CFModule, ValidateOnLastEpoch
+from bench.tasks.callbacks import LastCheckpoint, ValidateOnLastEpoch
+from bench.tasks.cf import CFDataModule, CFModule
 
-__all__ = ["CFDataModule", "CFModule", "ValidateOnLastEpoch"]
+__all__ = ["CFDataModule", "CFModule", "LastCheckpoint", "ValidateOnLastEpoch"]

@@ -6,6 +6,7 @@ import logging
 from typing import Any, Callable
 
 import lightning as L
+from lightning.pytorch.trainer.states import TrainerFn
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
@@ -144,16 +145,7 @@ class CFModule(L.LightningModule):
         checkpoint["bench_history"] = list(self.history)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.history = list(checkpoint.get("bench_history", []))
-
-
-class ValidateOnLastEpoch(L.Callback):
-    """Also validate after the final epoch when it is not a multiple of the interval.
-
-    Without this, a run shorter than ``check_val_every_n_epoch`` never validates, saves
-    no best checkpoint, and cannot be tested (a crash in the SL@K reference code).
-    """
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.max_epochs is not None and trainer.current_epoch == trainer.max_epochs - 1:
-            trainer.check_val_every_n_epoch = 1
+        # only a resumed fit takes the saved curve; loading the best checkpoint for
+        # testing must not truncate the history to the best epoch
+        if self._trainer is not None and self.trainer.state.fn == TrainerFn.FITTING:
+            self.history = list(checkpoint.get("bench_history", []))

@@ -1,0 +1,61 @@
+"""The command line: a seed sweep with its summary, a failed job, one-line errors, W&B offline."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.helpers import TINY, read_wandb_offline_run, run_cli
+
+TINY_CLI = [*TINY, "trainer.max_epochs=2", "logger=none"]
+
+
+def test_seed_sweep_writes_summary_and_reports_a_failed_job(tmp_path):
+    proc = run_cli(["-m", *TINY_CLI, "hydra.sweep.dir=sweep", "seed=0,1", "loss.tau=0.2,-1"], cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # one configuration fails at construction
+    summary = pd.read_csv(tmp_path / "sweep" / "summary.csv")
+    ndcg = summary[summary.metric == "ndcg@20"]
+    assert ndcg.config.tolist() == ["loss.tau=0.2"] and ndcg.n.tolist() == [2]
+    jobs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/results.json"))]
+    assert [j["status"] for j in jobs].count("completed") == 2 and [j["status"] for j in jobs].count("failed") == 2
+    means = [j["test"]["ndcg@20"] for j in jobs if j["status"] == "completed"]
+    assert ndcg["mean"].iloc[0] == pytest.approx(sum(means) / 2)
+    md = (tmp_path / "sweep" / "summary.md").read_text()
+    assert "loss.tau must be > 0, got -1" in md and "loss.tau=-1" in md
+    assert "Seed summary" in proc.stdout
+
+
+def test_unknown_option_lists_the_available_ones(tmp_path):
+    proc = run_cli(["loss=nope"], cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "Could not find 'loss/nope'" in proc.stderr and "bpr" in proc.stderr and "sl" in proc.stderr
+
+
+def test_user_errors_are_one_line(tmp_path):
+    proc = run_cli([*TINY_CLI, "loss.name=sll"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "error: unknown loss 'sll' (did you mean 'sl'?); known: bpr, sl" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run_cli(["dataset=custom", "logger=none"], cwd=tmp_path)
+    assert proc.returncode == 2 and "error: dataset=custom needs a file: add dataset.path=" in proc.stderr
+
+
+def test_default_run_prints_metrics_and_where_results_went_and_wandb_stays_offline(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: no credentials
+    proc = run_cli([*TINY_CLI, "logger=wandb", "hydra.run.dir=run"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Test metrics" in proc.stdout and "ndcg" in proc.stdout
+    assert f"results: {tmp_path / 'run' / 'results.json'}" in proc.stdout
+    assert "wandb sync" in proc.stderr + proc.stdout
+    logs = list((tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(logs) == 1
+    wandb_run = read_wandb_offline_run(logs[0])
+    assert wandb_run["run"] == {"group": "synthetic-mf-sl", "job_type": "train", "name": "synthetic-mf-sl-seed0",
+                                "tags": ["synthetic", "mf", "sl", "seed0"]}
+    summary = wandb_run["summary"]
+    assert {"test/ndcg@20", "test/recall@20", "best_epoch", "val/ndcg@20"} <= set(summary)
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert summary["test/ndcg@20"] == pytest.approx(results["test"]["ndcg@20"])
+    assert summary["best_epoch"] == results["best"]["epoch"]

@@ -1,0 +1,57 @@
+"""Every config group option composes and instantiates; overrides reach the objects."""
+
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+
+from bench.losses import LOSSES
+from bench.models import MODELS
+from tests.helpers import make_cfg
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _options(group):
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def test_every_loss_config_names_a_registered_loss():
+    for name in _options("loss"):
+        cfg = make_cfg([f"loss={name}"], Path("/tmp/x"))
+        assert cfg.loss.name in LOSSES, name
+        loss = instantiate(cfg.loss)
+        assert loss.registry_name == cfg.loss.name
+
+
+@pytest.mark.parametrize("dataset", _options("dataset"))
+def test_every_dataset_config_composes(dataset, tmp_path):
+    cfg = make_cfg([f"dataset={dataset}", "data_dir=/some/where"], tmp_path)
+    assert cfg.dataset.name == dataset
+    if dataset in {"synthetic"}:
+        assert instantiate(cfg.dataset).load().n_users == cfg.dataset.n_users
+    elif dataset != "custom":
+        assert cfg.dataset.data_dir == "/some/where"
+
+
+def test_overrides_reach_the_objects(tmp_path):
+    cfg = make_cfg(["loss=sl", "dataset=health", "model.dim=128", "trainer.max_epochs=50", "loss.tau=0.1"], tmp_path)
+    model = instantiate(cfg.model, n_users=3, n_items=4)
+    assert model.user_emb.weight.shape == (3, 128) and model.score == "cosine"
+    assert instantiate(cfg.loss).tau == 0.1
+    assert cfg.trainer.max_epochs == 50
+    bpr = make_cfg(["loss=bpr"], tmp_path)
+    assert instantiate(bpr.model, n_users=3, n_items=4).score == "dot"  # the loss's recipe picks the score
+    assert (bpr.optimizer.lr, bpr.optimizer.weight_decay) == (0.001, 1e-4)
+    assert make_cfg(["loss=bpr", "optimizer.lr=0.02"], tmp_path).optimizer.lr == 0.02
+    assert (cfg.optimizer.lr, cfg.optimizer.weight_decay) == (0.1, 0.0)
+    assert instantiate(make_cfg(["loss=bpr", "model.score=cosine"], tmp_path).model, n_users=3, n_items=4).score == "cosine"
+
+
+def test_models_and_loggers_compose(tmp_path):
+    for model in _options("model"):
+        assert make_cfg([f"model={model}"], tmp_path).model.name in MODELS
+    assert set(make_cfg(["logger=wandb"], tmp_path).logger) == {"csv", "wandb"}
+    assert not make_cfg(["logger=none"], tmp_path).logger
+    for trainer in _options("trainer"):
+        assert make_cfg([f"trainer={trainer}"], tmp_path).trainer.max_epochs == 200

@@ -1,0 +1,116 @@
+"""End to end through the Python API: results, reproducibility, resume, learning, failures."""
+
+import math
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from bench.datasets import Synthetic, split_validation
+from bench.errors import TrainingDiverged
+from bench.evaluation import FullRankingEvaluator
+from bench.losses import LOSSES
+from bench.losses.base import RecLoss
+from bench.results import read_json, read_per_user
+from bench.run import train_and_test
+from tests.helpers import TINY, make_cfg
+
+
+def test_short_run_writes_complete_results(tmp_path):
+    cfg = make_cfg(TINY, tmp_path)
+    res = train_and_test(cfg, overrides=["seed=0"])
+    on_disk = read_json(tmp_path / "results.json")
+    assert on_disk["status"] == "completed"
+    assert set(on_disk) >= {"config", "best", "test", "history", "timing_s", "data", "overrides"}
+    assert len(on_disk["test"]) == 25 and 0 < on_disk["test"]["ndcg@20"] <= 1
+    assert [h["epoch"] for h in on_disk["history"]] == [0, 1, 2]
+    best = max(on_disk["history"], key=lambda h: h["val/ndcg@20"])
+    assert on_disk["best"]["epoch"] == best["epoch"]
+    assert set(on_disk["timing_s"]) == {"data", "fit", "test", "total"}
+    users, per_user = read_per_user(tmp_path / "per_user_test.npz")
+    assert users.size == on_disk["data"]["test_users"]
+    for key, value in on_disk["test"].items():
+        assert np.mean(per_user[key]) == pytest.approx(value, rel=1e-12)
+    assert (tmp_path / "csv" / "metrics.csv").exists()
+    assert res["test"] == on_disk["test"]
+    assert (tmp_path / "checkpoints" / "best.ckpt").exists() and (tmp_path / "checkpoints" / "last.ckpt").exists()
+
+
+def test_test_metrics_are_the_best_checkpoint_evaluated_with_train_and_valid_masked(tmp_path):
+    cfg = make_cfg([*TINY, "trainer.max_epochs=4"], tmp_path)
+    res = train_and_test(cfg)
+    ckpt = torch.load(res["best"]["checkpoint"], weights_only=False)
+    assert ckpt["epoch"] == res["best"]["epoch"]
+    data = Synthetic(**{k: v for k, v in cfg.dataset.items() if k != "_target_"}).load()
+    splits = split_validation(data, 0.1, seed=cfg.seed)
+    user_emb, item_emb = ckpt["state_dict"]["model.user_emb.weight"], ckpt["state_dict"]["model.item_emb.weight"]
+    norm = torch.nn.functional.normalize
+    ev = FullRankingEvaluator(splits.test, [splits.train, splits.valid], ks=(20,))
+    got = ev.evaluate(lambda u: norm(user_emb[u], dim=1) @ norm(item_emb, dim=1).T)
+    assert got["ndcg@20"].mean().item() == pytest.approx(res["test"]["ndcg@20"], rel=1e-9)
+
+
+def test_same_seed_same_metrics_different_seed_different(tmp_path):
+    a = train_and_test(make_cfg([*TINY, "seed=3"], tmp_path / "a"))
+    b = train_and_test(make_cfg([*TINY, "seed=3"], tmp_path / "b"))
+    c = train_and_test(make_cfg([*TINY, "seed=4"], tmp_path / "c"))
+    assert a["test"] == b["test"] and a["history"] == b["history"]
+    assert a["test"] != c["test"]
+
+
+class _Crash(L.Callback):
+    def __init__(self, at_epoch):
+        self.at_epoch = at_epoch
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        if trainer.current_epoch == self.at_epoch:
+            raise KeyboardInterrupt  # what a kill looks like from inside the loop
+
+
+def test_killed_run_resumes_to_the_same_results(tmp_path):
+    overrides = [*TINY, "trainer.max_epochs=5", "trainer.check_val_every_n_epoch=2"]
+    full = train_and_test(make_cfg(overrides, tmp_path / "full"))
+    cfg = make_cfg(overrides, tmp_path / "killed")
+    with pytest.raises(BaseException):
+        train_and_test(cfg, extra_callbacks=[_Crash(3)])
+    assert read_json(tmp_path / "killed" / "results.json")["status"] == "running"
+    resumed = train_and_test(cfg, resume_checkpoint=tmp_path / "killed" / "checkpoints" / "last.ckpt")
+    assert resumed["test"] == full["test"]
+    assert resumed["history"] == full["history"]  # validation at epochs 1, 3 and the last (4)
+    assert [h["epoch"] for h in full["history"]] == [1, 3, 4]
+
+
+def test_run_shorter_than_the_validation_interval_still_validates_and_tests(tmp_path):
+    res = train_and_test(make_cfg([*TINY, "trainer.max_epochs=2", "trainer.check_val_every_n_epoch=5"], tmp_path))
+    assert [h["epoch"] for h in res["history"]] == [1] and res["best"]["epoch"] == 1
+
+
+def test_sl_learns_more_than_popularity(tmp_path):
+    cfg = make_cfg(["trainer.max_epochs=20", "trainer.check_val_every_n_epoch=5", "trainer.accelerator=cpu",
+                    "logger=none"], tmp_path)
+    res = train_and_test(cfg)
+    data = Synthetic(**{k: v for k, v in cfg.dataset.items() if k != "_target_"}).load()
+    splits = split_validation(data, 0.1, seed=0)
+    popularity = torch.bincount(splits.train.indices, minlength=splits.n_items).double()
+    ev = FullRankingEvaluator(splits.test, [splits.train, splits.valid], ks=(20,))
+    pop = ev.evaluate(lambda u: popularity.expand(u.numel(), -1).clone())["ndcg@20"].mean().item()
+    assert res["test"]["ndcg@20"] > 1.3 * pop, (res["test"]["ndcg@20"], pop)
+
+
+@LOSSES.register("nan_for_tests")
+class _NaNLoss(RecLoss):
+    def forward(self, batch):
+        return batch.pos.sum() * math.nan
+
+
+def test_nan_loss_stops_with_a_clear_message(tmp_path):
+    cfg = make_cfg([*TINY, "loss=sl"], tmp_path)
+    cfg.loss = {"_target_": "bench.losses.build", "name": "nan_for_tests", "n_negatives": 5}
+    with pytest.raises(TrainingDiverged, match=r"training loss is nan at epoch 0, batch 0; lower optimizer.lr"):
+        train_and_test(cfg)
+
+
+def test_bpr_runs_with_dot_scores(tmp_path):
+    res = train_and_test(make_cfg([*TINY, "loss=bpr"], tmp_path))
+    assert res["config"]["model"]["score"] == "dot" and res["test"]["ndcg@20"] > 0
