@@ -59,3 +59,22 @@ def test_default_run_prints_metrics_and_where_results_went_and_wandb_stays_offli
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert summary["test/ndcg@20"] == pytest.approx(results["test"]["ndcg@20"])
     assert summary["best_epoch"] == results["best"]["epoch"]
+
+
+def test_resume_command_continues_a_killed_run(tmp_path):
+    from bench.run import train_and_test
+    from tests.helpers import make_cfg
+    from tests.test_run import _Crash
+
+    overrides = [*TINY, "trainer.max_epochs=4", "trainer.check_val_every_n_epoch=2", "logger=csv"]
+    full = train_and_test(make_cfg(overrides, tmp_path / "full"))
+    with pytest.raises(BaseException):
+        train_and_test(make_cfg(overrides, tmp_path / "killed"), extra_callbacks=[_Crash(3)])
+    proc = run_cli([f"resume={tmp_path / 'killed'}", "hydra.run.dir=resume-log"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed = json.loads((tmp_path / "killed" / "results.json").read_text())
+    assert resumed["status"] == "completed" and resumed["test"] == full["test"]
+    assert resumed["resumed_from"].endswith("last.ckpt")
+    assert (tmp_path / "killed" / "csv" / "resumed" / "metrics.csv").exists()
+    proc = run_cli([f"resume={tmp_path / 'nowhere'}"], cwd=tmp_path)
+    assert proc.returncode == 2 and "cannot resume" in proc.stderr

@@ -127,3 +127,18 @@ def test_evaluator_masks_excluded_items_chunks_and_skips_users_without_targets()
     zeroed = full[users].clone()
     zeroed[train.dense_rows(users)] = 0.0
     assert not torch.equal(ranking_metrics(zeroed, target.dense_rows(users), ks=(20,))["ndcg@20"], got["ndcg@20"])
+
+
+def test_nan_scores_stop_evaluation_with_a_clear_message():
+    from bench.errors import TrainingDiverged
+
+    target = CSR.from_pairs(torch.tensor([[0, 1], [1, 2]]), 2, 4)
+    ev = FullRankingEvaluator(target, [], ks=(2,))
+
+    def scores(users):
+        out = torch.zeros(users.numel(), 4)
+        out[1, 3] = float("nan")
+        return out
+
+    with pytest.raises(TrainingDiverged, match="NaN scores"):
+        ev.evaluate(scores)

@@ -42,6 +42,7 @@ class FullRankingEvaluator:
         self.n_skipped = target.n_users - self.users.numel()
         self.chunk_size = max(1, int(max_scores) // max(self.n_items, 1))
         self._device_csr: dict[str, tuple[CSR, list[CSR]]] = {}
+        self._target_keys: dict[str, Tensor] = {}
 
     def user_chunks(self) -> list[Tensor]:
         """The evaluated user ids, split into chunks."""
@@ -65,17 +66,26 @@ class FullRankingEvaluator:
         """
         target, exclude = self._csr_on(users.device)
         scores = score_users(users).float()
-        if torch.isnan(scores).any():
-            raise TrainingDiverged("the model produced NaN scores; lower the learning rate or check the loss")
+        flat = scores.view(-1)
         for csr in exclude:
             rows, items = csr.gather_rows(users)
-            scores[rows, items] = float("-inf")
+            flat.index_fill_(0, rows * self.n_items + items, float("-inf"))
         top = rank_items(scores, max(self.ks))
-        rows, items = target.gather_rows(users)
-        relevant = torch.zeros_like(scores, dtype=torch.bool)
-        relevant[rows, items] = True
-        hits = relevant.gather(1, top)
-        return metrics_from_hits(hits, target.degrees()[users], self.ks)
+        # topk ranks NaN above every number, so a NaN anywhere in a row shows at rank 1
+        if torch.isnan(scores.gather(1, top[:, :1])).any():
+            raise TrainingDiverged("the model produced NaN scores; lower the learning rate or check the loss")
+        return metrics_from_hits(self._hits(target, users, top), target.degrees()[users], self.ks)
+
+    def _hits(self, target: CSR, users: Tensor, top: Tensor) -> Tensor:
+        """(b, L) bool: is top[r, j] one of users[r]'s target items? A key search in the
+        sorted (user * n_items + item) keys of the target set: O(b L log nnz), no (b, I) matrix."""
+        keys = self._target_keys.get(str(users.device))
+        if keys is None:
+            keys = (target.row_ids() * self.n_items + target.indices).contiguous()  # sorted: CSR order
+            self._target_keys[str(users.device)] = keys
+        query = users[:, None] * self.n_items + top
+        pos = torch.searchsorted(keys, query).clamp_(max=max(keys.numel() - 1, 0))
+        return keys[pos] == query if keys.numel() else torch.zeros_like(query, dtype=torch.bool)
 
     def evaluate(self, score_users: Callable[[Tensor], Tensor], device: torch.device | str = "cpu") -> dict[str, Tensor]:
         """Per-user metrics for all evaluated users (see :meth:`evaluate_chunk`)."""

@@ -85,20 +85,22 @@ def rank_items(scores: Tensor, k: int) -> Tensor:
         return torch.empty(scores.shape[0], 0, dtype=torch.int64, device=scores.device)
     probe = min(k + 1, n_items)
     vals, idx = torch.topk(scores, probe, dim=1)
-    # order inside the list: by index first, then a stable sort by score
-    idx_sorted, perm = torch.sort(idx, dim=1)
-    vals_sorted = vals.gather(1, perm)
-    order = torch.sort(vals_sorted, dim=1, descending=True, stable=True).indices
-    idx = idx_sorted.gather(1, order)[:, :k]
+    # topk sorts by value; equal values are adjacent but in unspecified order. Only rows
+    # with a tie are re-ordered (by index first, then a stable sort by value).
+    tied = (vals[:, 1:] == vals[:, :-1]).any(1)
+    if tied.any():
+        rows = tied.nonzero().squeeze(1)
+        idx_sorted, perm = torch.sort(idx[rows], dim=1)
+        order = torch.sort(vals[rows].gather(1, perm), dim=1, descending=True, stable=True).indices
+        idx[rows] = idx_sorted.gather(1, order)
+    idx = idx[:, :k].clone()
     if probe > k:
         # a tie straddling the cut-off: the top-(k+1) may hold any of the tied items,
         # so those rows are ranked exactly with a full stable sort
-        vals_desc = vals_sorted.gather(1, order)
-        boundary = vals_desc[:, k - 1] == vals_desc[:, k]
+        boundary = vals[:, k - 1] == vals[:, k]
         if boundary.any():
             rows = boundary.nonzero().squeeze(1)
-            full = torch.sort(scores[rows], dim=1, descending=True, stable=True).indices[:, :k]
-            idx[rows] = full
+            idx[rows] = torch.sort(scores[rows], dim=1, descending=True, stable=True).indices[:, :k]
     return idx
 
 

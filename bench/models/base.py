@@ -8,6 +8,8 @@ and LambdaLoss the dot product).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -67,6 +69,17 @@ class EmbeddingModel(nn.Module):
         return pos, neg
 
     def score_users(self, users: Tensor) -> Tensor:
-        """(B, n_items) scores of all items for ``users`` (B,)."""
+        """(B, n_items) scores of all items for ``users`` (B,), with gradient."""
         user_emb, item_emb = self.embeddings()
         return self._normalise(user_emb[users]) @ self._normalise(item_emb).T
+
+    @torch.no_grad()
+    def full_scorer(self) -> Callable[[Tensor], Tensor]:
+        """A function users (B,) -> (B, n_items) scores, for evaluation.
+
+        The embeddings (a propagation for graph backbones) and their normalisation are
+        computed once here, not once per chunk of users.
+        """
+        user_emb, item_emb = self.embeddings()
+        users_n, items_t = self._normalise(user_emb), self._normalise(item_emb).T.contiguous()
+        return lambda users: users_n[users] @ items_t

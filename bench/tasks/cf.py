@@ -89,6 +89,7 @@ class CFModule(L.LightningModule):
         self._parts: list[dict[str, Tensor]] = []
         self._users: list[Tensor] = []
         self.test_users: Tensor | None = None
+        self._scorer: Callable[[Tensor], Tensor] | None = None
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return self.optimizer_factory(self.parameters())
@@ -110,12 +111,14 @@ class CFModule(L.LightningModule):
 
     # evaluation ---------------------------------------------------------------------
     def _eval_step(self, evaluator: FullRankingEvaluator, users: Tensor) -> None:
-        self._parts.append(evaluator.evaluate_chunk(self.model.score_users, users))
+        if self._scorer is None:  # embeddings once per evaluation pass, not per chunk
+            self._scorer = self.model.full_scorer()
+        self._parts.append(evaluator.evaluate_chunk(self._scorer, users))
         self._users.append(users.cpu())
 
     def _gather(self) -> tuple[Tensor, dict[str, Tensor]]:
         parts, users = self._parts, self._users
-        self._parts, self._users = [], []
+        self._parts, self._users, self._scorer = [], [], None
         per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]}
         return torch.cat(users), per_user
 
