@@ -114,3 +114,11 @@ def test_nan_loss_stops_with_a_clear_message(tmp_path):
 def test_bpr_runs_with_dot_scores(tmp_path):
     res = train_and_test(make_cfg([*TINY, "loss=bpr"], tmp_path))
     assert res["config"]["model"]["score"] == "dot" and res["test"]["ndcg@20"] > 0
+
+
+def test_early_stopping_ends_a_run_that_stops_improving(tmp_path):
+    # lr = 0: validation NDCG never improves after the first round
+    cfg = make_cfg([*TINY, "trainer.max_epochs=30", "optimizer.lr=0.0", "train.early_stopping_patience=2"], tmp_path)
+    res = train_and_test(cfg)
+    assert [h["epoch"] for h in res["history"]] == [0, 1, 2]
+    assert res["best"]["epoch"] == 0 and res["epochs_trained"] == 3

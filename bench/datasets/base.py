@@ -151,6 +151,43 @@ class CFSplits:
         }
 
 
+def random_holdout(users: Tensor, n_holdout: Tensor, gen: torch.Generator) -> Tensor:
+    """Pick ``n_holdout[u]`` of each user's entries uniformly at random, without replacement.
+
+    Args:
+        users: (E,) user of each entry, sorted (grouped by user).
+        n_holdout: (n_users,) how many entries of each user to pick (<= the user's count).
+        gen: random generator.
+    Returns:
+        (E,) bool, True for the picked entries.
+    """
+    n = users.numel()
+    counts = torch.bincount(users, minlength=n_holdout.numel())
+    starts = torch.cumsum(counts, 0) - counts
+    # a random order within each user: sort by a random key, then stably by user
+    order = torch.argsort(torch.rand(n, generator=gen))
+    order = order[torch.argsort(users[order], stable=True)]
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(n) - starts[users[order]]
+    return rank < n_holdout[users]
+
+
+def per_user_split(pairs: Tensor, n_users: int, test_fraction: float, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Split canonical (user, item) pairs per user into train and test.
+
+    Each user with n >= 2 items gets ``max(1, round(test_fraction * n))`` test items
+    (never all of them); users with one item keep it in train.
+
+    Returns:
+        (train, test) pairs.
+    """
+    deg = torch.bincount(pairs[:, 0], minlength=n_users)
+    n_test = torch.clamp(torch.round(deg.double() * test_fraction).long(), min=1)
+    n_test = torch.minimum(n_test, deg - 1).clamp(min=0)
+    is_test = random_holdout(pairs[:, 0], n_test, gen)
+    return pairs[~is_test], pairs[is_test]
+
+
 def split_validation(
     data: Interactions, fraction: float = 0.1, seed: int = 0
 ) -> CFSplits:
@@ -177,15 +214,7 @@ def split_validation(
     if fraction == 0.0:
         n_valid = torch.zeros_like(deg)
     n_valid = torch.where(deg >= 2, n_valid, torch.zeros_like(deg))
-    gen = torch.Generator().manual_seed(int(seed))
-    keys = torch.rand(train.nnz, generator=gen)
-    rows = train.row_ids()
-    # random order within each user: sort by key, then stably by user
-    order = torch.argsort(keys)
-    order = order[torch.argsort(rows[order], stable=True)]
-    rank_in_row = torch.empty_like(order)
-    rank_in_row[order] = torch.arange(train.nnz) - train.indptr[rows[order]]
-    is_valid = rank_in_row < n_valid[rows]
+    is_valid = random_holdout(train.row_ids(), n_valid, torch.Generator().manual_seed(int(seed)))
     pairs = train.to_pairs()
     return CFSplits(
         name=data.name,

@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.datasets.base import Interactions
-from bench.datasets.synthetic import per_user_split
+from bench.datasets.base import Interactions, per_user_split
 from bench.datasets.tables import read_table
 from bench.errors import DataError
 

@@ -13,30 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.datasets.base import Interactions, canonical_pairs
-
-
-def per_user_split(pairs: torch.Tensor, n_users: int, test_fraction: float, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split canonical (user, item) pairs per user into train and test.
-
-    Each user with n >= 2 items gets ``max(1, round(test_fraction * n))`` test items
-    (never all of them); users with one item keep it in train.
-
-    Returns:
-        (train, test) pairs.
-    """
-    users = pairs[:, 0]
-    deg = torch.bincount(users, minlength=n_users)
-    n_test = torch.clamp(torch.round(deg.double() * test_fraction).long(), min=1)
-    n_test = torch.minimum(n_test, deg - 1).clamp(min=0)
-    keys = torch.rand(pairs.shape[0], generator=gen)
-    order = torch.argsort(keys)
-    order = order[torch.argsort(users[order], stable=True)]
-    starts = torch.cumsum(deg, 0) - deg
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(pairs.shape[0]) - starts[users[order]]
-    is_test = rank < n_test[users]
-    return pairs[~is_test], pairs[is_test]
+from bench.datasets.base import Interactions, canonical_pairs, per_user_split
 
 
 class Synthetic:
