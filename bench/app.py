@@ -33,8 +33,6 @@ def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
     cfg = OmegaConf.load(saved)
     cfg.output_dir = str(path)
     cfg.resume = None
-    if cfg.get("logger") and cfg.logger.get("csv"):
-        cfg.logger.csv.version = "resumed"
     return cfg, last
 
 

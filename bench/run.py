@@ -96,7 +96,10 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
 
     ckpt_dir = out / CHECKPOINT_DIR
     callbacks, best_ckpt = _callbacks(cfg, ckpt_dir)
-    loggers = build_loggers(cfg.get("logger"))
+    logger_cfg = cfg.get("logger")
+    if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):
+        logger_cfg = OmegaConf.merge(logger_cfg, {"csv": {"version": "resumed"}})  # keep the first part's log
+    loggers = build_loggers(logger_cfg)
     trainer = instantiate(cfg.trainer, callbacks=callbacks + list(extra_callbacks), logger=loggers or False,
                           default_root_dir=str(out))
     for lg in loggers:

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 SEED_KEYS = ("seed",)
 HEADLINE = ("recall@20", "ndcg@20")
+ALL_RUNS = "(all runs)"  # the configuration key when no override tells runs apart
 
 
 def t_interval(values: Iterable[float], confidence: float = 0.95) -> dict[str, float]:
@@ -43,7 +44,7 @@ def config_key(overrides: Iterable[str], ignore: Iterable[str] = SEED_KEYS) -> s
     """The overrides that define a configuration: all but the seed, sorted."""
     ignore = set(ignore)
     kept = sorted(o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in ignore)
-    return " ".join(kept) if kept else "(defaults)"
+    return " ".join(kept) if kept else ALL_RUNS
 
 
 def collect_runs(root: Path) -> pd.DataFrame:
@@ -100,7 +101,7 @@ def _fmt(mean: float, half: float, n: int) -> str:
 def to_markdown(summary: pd.DataFrame, runs: pd.DataFrame, headline: Iterable[str] = HEADLINE) -> str:
     """Markdown: a headline table (configs x headline metrics) then the full table."""
     lines = ["# Seed summary", "", "mean ± 95% CI half-width (Student t, n seeds)", ""]
-    if runs.attrs.get("common") and runs.attrs["common"] != "(defaults)":
+    if runs.attrs.get("common") and runs.attrs["common"] != ALL_RUNS:
         lines += [f"Shared by every run: `{runs.attrs['common']}`", ""]
     headline = [m for m in headline if m in set(summary.get("metric", []))]
     if len(summary):

@@ -21,7 +21,7 @@ def test_t_interval_by_hand():
 
 def test_config_key_ignores_only_the_seed():
     assert config_key(["loss=sl", "seed=3", "dataset=health"]) == "dataset=health loss=sl"
-    assert config_key(["seed=1"]) == "(defaults)"
+    assert config_key(["seed=1"]) == "(all runs)"
     assert config_key(["+seed_offset=1", "seed=1"]) == "+seed_offset=1"
 
 

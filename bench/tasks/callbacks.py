@@ -35,6 +35,6 @@ class LastCheckpoint(L.Callback):
         if trainer.sanity_checking:
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
-        trainer.save_checkpoint(tmp)
+        trainer.save_checkpoint(tmp, weights_only=False)  # optimizer and loop state too: resumable
         if trainer.is_global_zero:
             os.replace(tmp, self.path)
