@@ -7,6 +7,10 @@ seed summary and prints ours (mean ± 95% CI) next to the paper, with the relati
         [--seeds 0,1,2,3,4] [--epochs 200] [--out benchmarks/results/reproduce]
 
 A cell passes when the mean is within ``--tolerance`` (3% relative) of the paper.
+
+The last column re-evaluates each run's best checkpoint under the SL@K reference code's
+test protocol, which masks only training items (validation items can then take top-K
+slots): it isolates how much of a gap is the protocol rather than the training.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import json
+
+import numpy as np
+import torch
+from hydra.utils import instantiate
+
+from bench.datasets import split_validation
+from bench.evaluation import FullRankingEvaluator
 from bench.summary import collect_runs, summarize
 
 # cell -> (overrides, {metric: paper value})   Table 2 of arXiv 2508.05673 / LOSSES.md
@@ -41,6 +53,27 @@ def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path
     return sweep_dir
 
 
+def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
+    """Mean test metrics of the sweep's best checkpoints with only training items masked."""
+    values: dict[str, list[float]] = {m: [] for m in metrics}
+    data = None
+    for results_file in sorted(sweep_dir.glob("*/results.json")):
+        res = json.loads(results_file.read_text())
+        if res.get("status") != "completed":
+            continue
+        cfg = res["config"]
+        data = data or instantiate(cfg["dataset"]).load()
+        splits = split_validation(data, cfg["train"]["valid_fraction"], cfg["seed"])
+        model = instantiate(cfg["model"], n_users=splits.n_users, n_items=splits.n_items)
+        state = torch.load(res["best"]["checkpoint"], weights_only=False)["state_dict"]
+        model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+        ks = tuple(sorted({int(m.split("@")[1]) for m in metrics}))
+        per_user = FullRankingEvaluator(splits.test, [splits.train], ks).evaluate(model.full_scorer())
+        for m in metrics:
+            values[m].append(float(per_user[m].mean()))
+    return {m: float(np.mean(v)) if v else float("nan") for m, v in values.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", nargs="*", default=list(CELLS), choices=list(CELLS))
@@ -64,15 +97,18 @@ def main() -> int:
             ok = False
             continue
         summary = summarize(runs).set_index("metric")
+        ref_protocol = reference_protocol(sweep_dir, list(paper))
         for metric, ref in paper.items():
             r = summary.loc[metric]
             rel = (r["mean"] - ref) / ref
             passed = abs(rel) <= args.tolerance
             ok &= passed
+            alt = ref_protocol[metric]
             rows.append(f"| {name} | {metric} | {r['mean']:.4f} ± {r['ci_half']:.4f} (n={int(r['n'])}) | "
-                        f"{ref:.4f} | {rel:+.1%} | {'yes' if passed else 'NO'} |")
-    print(f"\n| cell | metric | ours (mean ± 95% CI) | paper | relative gap | within {args.tolerance:.0%} |")
-    print("|---|---|---|---|---|---|")
+                        f"{ref:.4f} | {rel:+.1%} | {'yes' if passed else 'NO'} | {alt:.4f} ({(alt - ref) / ref:+.1%}) |")
+    print(f"\n| cell | metric | ours (mean ± 95% CI) | paper | relative gap | within {args.tolerance:.0%} "
+          "| ours, reference-code test protocol (gap) |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0 if ok else 1
 
