@@ -60,16 +60,20 @@ class PairBatchSampler(torch.utils.data.Sampler):
 
 
 class IndexedPairs(torch.utils.data.Dataset):
-    """(E, 2) pairs indexed by a whole batch of positions at once."""
+    """(E, 2) pairs indexed by a whole batch of positions at once.
+
+    An item is a (B, 3) tensor of (user, item, pair id): the pair id is the row in
+    ``pairs``, for losses that keep per-pair state.
+    """
 
     def __init__(self, pairs: Tensor) -> None:
-        self.pairs = pairs
+        self.rows = torch.cat([pairs, torch.arange(pairs.shape[0]).unsqueeze(1)], dim=1)
 
     def __len__(self) -> int:
-        return self.pairs.shape[0]
+        return self.rows.shape[0]
 
     def __getitem__(self, idx: Tensor) -> Tensor:
-        return self.pairs[idx]
+        return self.rows[idx]
 
 
 class UniformNegativeSampler:

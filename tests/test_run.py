@@ -1,6 +1,7 @@
 """End to end through the Python API: results, reproducibility, resume, learning, failures."""
 
 import math
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -122,3 +123,13 @@ def test_early_stopping_ends_a_run_that_stops_improving(tmp_path):
     res = train_and_test(cfg)
     assert [h["epoch"] for h in res["history"]] == [0, 1, 2]
     assert res["best"]["epoch"] == 0 and res["epochs_trained"] == 3
+
+
+@pytest.mark.parametrize("loss", sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf" / "loss").glob("*.yaml")))
+def test_every_loss_config_trains_end_to_end(loss, tmp_path):
+    extra = ["loss.t_beta=1", "loss.diagnostics_users=32"] if loss == "slk" else []
+    res = train_and_test(make_cfg([*TINY, f"loss={loss}", "trainer.max_epochs=2", *extra], tmp_path))
+    assert res["status"] == "completed" and 0 <= res["test"]["ndcg@20"] <= 1
+    if loss == "slk":  # beta was refreshed and diagnosed
+        last = res["history"][-1]
+        assert last["diag/beta_effective_rank_median"] >= 1 and 0 <= last["diag/beta_overestimate_rate"] <= 1

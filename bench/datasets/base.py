@@ -90,6 +90,28 @@ class CSR:
         within = torch.arange(rows.numel(), device=users.device) - offsets[rows]
         return rows, self.indices[starts[rows] + within]
 
+    def padded_rows(self, users: Tensor, max_len: int | None = None) -> tuple[Tensor, Tensor]:
+        """Each user's items as a padded matrix.
+
+        Args:
+            users: (B,) user ids.
+            max_len: keep at most this many items per user (the lowest ids); None = all.
+        Returns:
+            (items (B, L), valid (B, L) bool); padding holds item 0 and valid False.
+        """
+        rows, items = self.gather_rows(users)
+        counts = self.indptr[users + 1] - self.indptr[users]
+        within = torch.arange(rows.numel(), device=users.device) - (torch.cumsum(counts, 0) - counts)[rows]
+        width = int(counts.max()) if counts.numel() else 0
+        if max_len is not None:
+            width = min(width, int(max_len))
+        keep = within < width
+        out = torch.zeros(users.numel(), width, dtype=torch.int64, device=users.device)
+        valid = torch.zeros(users.numel(), width, dtype=torch.bool, device=users.device)
+        out[rows[keep], within[keep]] = items[keep]
+        valid[rows[keep], within[keep]] = True
+        return out, valid
+
     def dense_rows(self, users: Tensor) -> Tensor:
         """(B, n_items) bool matrix, True where the user has the item."""
         out = torch.zeros(users.numel(), self.n_items, dtype=torch.bool, device=users.device)

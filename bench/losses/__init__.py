@@ -9,9 +9,9 @@ from bench.registry import Registry
 
 LOSSES: Registry = Registry("loss", package="bench.losses")
 
-from bench.losses.base import LossBatch, RecLoss  # noqa: E402
+from bench.losses.base import LossBatch, RecLoss, TrainData  # noqa: E402
 
-__all__ = ["LOSSES", "LossBatch", "RecLoss", "build"]
+__all__ = ["LOSSES", "LossBatch", "RecLoss", "TrainData", "build"]
 
 
 def build(name: str, recipe: dict | None = None, **kwargs) -> RecLoss:

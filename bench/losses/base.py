@@ -9,11 +9,15 @@ user ids and a callable that scores a user's whole catalogue.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from torch import Tensor, nn
 
+from bench.datasets.base import CSR
 from bench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from bench.models.base import EmbeddingModel
 
 
 @dataclass
@@ -26,6 +30,8 @@ class LossBatch:
         users: (B,) user ids (for per-user state).
         items: (B,) positive item ids.
         negatives: (B, N) negative item ids.
+        pair_ids: (B,) index of each (u, i) pair among the training pairs (for per-pair
+            state such as SONG's moving averages).
         score_users: optional callable, (b,) user ids -> (b, n_items) scores with
             gradient, for losses that need a user's full score row.
     """
@@ -35,7 +41,24 @@ class LossBatch:
     users: Optional[Tensor] = None
     items: Optional[Tensor] = None
     negatives: Optional[Tensor] = None
+    pair_ids: Optional[Tensor] = None
     score_users: Optional[Callable[[Tensor], Tensor]] = None
+
+
+@dataclass
+class TrainData:
+    """What a loss may know about the training data (given once, before training).
+
+    Attributes:
+        n_users, n_items: catalogue sizes.
+        train: training positives per user (CSR).
+        n_pairs: number of training (u, i) pairs; ``LossBatch.pair_ids`` index them.
+    """
+
+    n_users: int
+    n_items: int
+    train: CSR
+    n_pairs: int
 
 
 class RecLoss(nn.Module):
@@ -54,3 +77,19 @@ class RecLoss(nn.Module):
     def forward(self, batch: LossBatch) -> Tensor:  # pragma: no cover - interface
         """Scalar loss, averaged over the B pairs of the batch."""
         raise NotImplementedError
+
+    # hooks, all optional -------------------------------------------------------------
+    def bind(self, data: TrainData) -> None:
+        """Called once before training. Allocate per-user or per-pair state here, as
+        buffers (``register_buffer``) so that checkpoints save and restore it."""
+
+    def on_train_epoch_start(self, epoch: int) -> None:
+        """Called at the start of every training epoch (0-based)."""
+
+    def after_step(self, batch: LossBatch, model: "EmbeddingModel") -> None:
+        """Called after each optimiser step, with the updated model (e.g. to refresh a
+        per-user threshold as the SL@K reference code does)."""
+
+    def diagnostics(self, model: "EmbeddingModel") -> dict[str, float]:
+        """Values logged at every validation (prefixed ``diag/``); none by default."""
+        return {}

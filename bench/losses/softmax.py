@@ -10,6 +10,14 @@ from bench.losses import LOSSES
 from bench.losses.base import LossBatch, RecLoss
 
 
+def softmax_terms(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False) -> Tensor:
+    """(B,) per-pair softmax-loss terms (see :func:`softmax_loss`)."""
+    d = (neg - pos.unsqueeze(1)) / tau
+    if self_term:
+        d = torch.cat([torch.zeros_like(d[:, :1]), d], dim=1)  # the positive's own d_uii = 0
+    return torch.logsumexp(d, dim=1)
+
+
 def softmax_loss(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False) -> Tensor:
     r"""Sampled softmax loss, per pair then averaged.
 
@@ -26,10 +34,7 @@ def softmax_loss(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False) 
     Returns:
         scalar mean over the B pairs.
     """
-    d = (neg - pos.unsqueeze(1)) / tau
-    if self_term:
-        d = torch.cat([torch.zeros_like(d[:, :1]), d], dim=1)  # the positive's own d_uii = 0
-    return torch.logsumexp(d, dim=1).mean()
+    return softmax_terms(pos, neg, tau, self_term).mean()
 
 
 @LOSSES.register("sl")

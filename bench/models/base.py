@@ -47,6 +47,22 @@ class EmbeddingModel(nn.Module):
     def _normalise(self, x: Tensor) -> Tensor:
         return F.normalize(x, dim=-1) if self.score == "cosine" else x
 
+    def score_items(self, users: Tensor, items: Tensor) -> Tensor:
+        """Scores of M given items per user.
+
+        Args:
+            users: (B,) user ids; items: (B, M) item ids.
+        Returns:
+            (B, M) scores s_ui, with gradient.
+        """
+        user_emb, item_emb = self.embeddings()
+        u = self._normalise(user_emb[users])
+        n_items, m = item_emb.shape[0], items.shape[1]
+        if m * _GATHER_COST_IN_MACS >= n_items:
+            # normalise the table once and score everything: one matmul beats the gather
+            return (u @ self._normalise(item_emb).T).gather(1, items)
+        return torch.bmm(self._normalise(item_emb[items]), u.unsqueeze(-1)).squeeze(-1)
+
     def score_pairs(self, users: Tensor, items: Tensor, negatives: Tensor) -> tuple[Tensor, Tensor]:
         """Scores of positives and sampled negatives.
 
@@ -55,18 +71,8 @@ class EmbeddingModel(nn.Module):
         Returns:
             (pos (B,), neg (B, N)) scores.
         """
-        user_emb, item_emb = self.embeddings()
-        u = self._normalise(user_emb[users])
-        n_items, n_neg = item_emb.shape[0], negatives.shape[1]
-        if n_neg * _GATHER_COST_IN_MACS >= n_items:
-            # normalise the table once and score everything: one matmul beats the gather
-            v_all = self._normalise(item_emb)
-            pos = (u * v_all[items]).sum(-1)
-            neg = (u @ v_all.T).gather(1, negatives)
-        else:
-            pos = (u * self._normalise(item_emb[items])).sum(-1)
-            neg = torch.bmm(self._normalise(item_emb[negatives]), u.unsqueeze(-1)).squeeze(-1)
-        return pos, neg
+        scores = self.score_items(users, torch.cat([items.unsqueeze(1), negatives], dim=1))
+        return scores[:, 0], scores[:, 1:]
 
     def score_users(self, users: Tensor) -> Tensor:
         """(B, n_items) scores of all items for ``users`` (B,), with gradient."""

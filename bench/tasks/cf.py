@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from bench.datasets.base import CFSplits, Interactions, split_validation
 from bench.errors import TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
-from bench.losses.base import LossBatch, RecLoss
+from bench.losses.base import LossBatch, RecLoss, TrainData
 from bench.models.base import EmbeddingModel
 from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler, make_generator
 
@@ -84,6 +84,9 @@ class CFModule(L.LightningModule):
         self.val_evaluator = datamodule.val_evaluator
         self.test_evaluator = datamodule.test_evaluator
         self.seed = seed
+        self.loss.bind(TrainData(n_users=datamodule.splits.n_users, n_items=datamodule.splits.n_items,
+                                 train=datamodule.splits.train, n_pairs=len(datamodule.train_pairs)))
+        self._last_batch: LossBatch | None = None
         self.history: list[dict[str, float]] = []
         self.test_per_user: dict[str, Tensor] = {}
         self._parts: list[dict[str, Tensor]] = []
@@ -94,13 +97,18 @@ class CFModule(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return self.optimizer_factory(self.parameters())
 
+    def on_train_epoch_start(self) -> None:
+        self.loss.on_train_epoch_start(self.current_epoch)
+
     def training_step(self, batch: Tensor, batch_idx: int) -> Tensor:
-        users, items = batch[:, 0], batch[:, 1]
+        users, items, pair_ids = batch[:, 0], batch[:, 1], batch[:, 2]
         gen = make_generator(self.device, self.seed, self.current_epoch, batch_idx, _NEGATIVES)
         negatives = self.sampler.sample(users, self.loss.n_negatives, gen)
         pos, neg = self.model.score_pairs(users, items, negatives)
-        loss = self.loss(LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives,
-                                   score_users=self.model.score_users))
+        loss_batch = LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives,
+                               pair_ids=pair_ids, score_users=self.model.score_users)
+        loss = self.loss(loss_batch)
+        self._last_batch = loss_batch
         if not torch.isfinite(loss):
             raise TrainingDiverged(
                 f"training loss is {loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
@@ -108,6 +116,12 @@ class CFModule(L.LightningModule):
             )
         self.log("train/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=users.numel())
         return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Tensor, batch_idx: int) -> None:
+        # after the optimiser step: the loss sees the updated model
+        if self._last_batch is not None:
+            self.loss.after_step(self._last_batch, self.model)
+            self._last_batch = None
 
     # evaluation ---------------------------------------------------------------------
     def _eval_step(self, evaluator: FullRankingEvaluator, users: Tensor) -> None:
@@ -131,8 +145,12 @@ class CFModule(L.LightningModule):
         _, per_user = self._gather()
         means = mean_metrics(per_user)
         self.log_dict({f"val/{k}": v for k, v in means.items()}, prog_bar=False)
+        diagnostics = {f"diag/{k}": float(v) for k, v in self.loss.diagnostics(self.model).items()}
+        if diagnostics:
+            self.log_dict(diagnostics)
         if not self.trainer.sanity_checking:
-            self.history.append({"epoch": self.current_epoch, **{f"val/{k}": v for k, v in means.items()}})
+            self.history.append({"epoch": self.current_epoch, **{f"val/{k}": v for k, v in means.items()},
+                                 **diagnostics})
             log.info("epoch %d: validation %s", self.current_epoch,
                      " ".join(f"{k}={means[k]:.4f}" for k in ("recall@20", "ndcg@20") if k in means))
 

@@ -1,0 +1,39 @@
+"""BSL: bilateral softmax loss (Wu et al., 2023)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from bench.errors import ConfigError
+from bench.losses import LOSSES
+from bench.losses.base import LossBatch, RecLoss
+
+
+def bsl_loss(pos: Tensor, neg: Tensor, tau1: float, tau2: float) -> Tensor:
+    r"""BSL per pair, averaged:
+    :math:`-s_{ui}/\tau_1 + (\tau_2/\tau_1) \log \sum_{j \in N} e^{s_{uj}/\tau_2}`.
+
+    With tau1 = tau2 it is SL; tau2 > tau1 softens the negative side (robust to false
+    negatives) while the positive keeps tau1.
+
+    Args:
+        pos: (B,) scores; neg: (B, N) scores; tau1, tau2: temperatures (> 0).
+    Returns:
+        scalar.
+    """
+    return (-pos / tau1 + (tau2 / tau1) * torch.logsumexp(neg / tau2, dim=1)).mean()
+
+
+@LOSSES.register("bsl")
+class BilateralSoftmaxLoss(RecLoss):
+    """BSL with temperatures tau1 (positive side) and tau2 (negative side)."""
+
+    def __init__(self, tau1: float = 0.2, tau2: float = 0.2, n_negatives: int = 1000) -> None:
+        super().__init__(n_negatives=n_negatives)
+        if tau1 <= 0 or tau2 <= 0:
+            raise ConfigError(f"loss.tau1 and loss.tau2 must be > 0, got {tau1}, {tau2}")
+        self.tau1, self.tau2 = float(tau1), float(tau2)
+
+    def forward(self, batch: LossBatch) -> Tensor:
+        return bsl_loss(batch.pos, batch.neg, self.tau1, self.tau2)

@@ -1,0 +1,89 @@
+"""SONG@K: K-SONG's practical version (Qiu et al., ICML 2022; LibAUC's NDCGLoss with top-k)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from bench.errors import ConfigError
+from bench.losses import LOSSES
+from bench.losses.base import LossBatch, RecLoss, TrainData
+
+
+def song_weights(pos: Tensor, u: Tensor, lam: Tensor, idcg: Tensor, n_items: int, alpha: float | None) -> Tensor:
+    """(B,) the no-gradient factor psi * nabla f / IDCG of each pair (psi = 1 when alpha is None)."""
+    n = float(n_items)
+    nabla_f = n / (torch.log2(1 + n * u) ** 2 * (1 + n * u) * math.log(2))
+    weight = nabla_f / idcg
+    if alpha is not None:
+        weight = weight * torch.sigmoid((pos.detach() - lam) * alpha)
+    return weight
+
+
+def song_g(pos: Tensor, neg: Tensor, margin: float) -> Tensor:
+    """(B,) g_ui = mean over S = {i} ∪ N of max(0, m - (s_ui - s_uj))^2."""
+    listed = torch.cat([pos.unsqueeze(1), neg], dim=1)
+    return torch.clamp(margin - (pos.unsqueeze(1) - listed), min=0).pow(2).mean(1)
+
+
+@LOSSES.register("songk")
+class SONGAtK(RecLoss):
+    r"""SONG@K, per positive pair (u, i) with list S = {i} ∪ N_ui:
+
+    - :math:`g_{ui} = \mathrm{mean}_{j \in S}\, \max(0, m - (s_{ui} - s_{uj}))^2`
+    - :math:`u_{ui} \leftarrow (1-\gamma_0) u_{ui} + \gamma_0 g_{ui}` (one state per training pair)
+    - :math:`\nabla f = |I| / ((\log_2(1 + |I| u_{ui}))^2 (1 + |I| u_{ui}) \ln 2)` (no gradient)
+    - :math:`\psi_{ui} = \sigma((s_{ui} - \lambda_u)\,a)` (no gradient), a = 1/tau1 by default
+    - :math:`\lambda_u \leftarrow \lambda_u - \eta_0 (K/|I| + \tau_2 \lambda_u - \mathrm{mean}_{j \in S} \sigma((s_{uj} - \lambda_u)/\tau_1))`
+    - loss = mean over pairs of :math:`\psi_{ui} \nabla f\, g_{ui} / \mathrm{IDCG@K}_u`
+
+    Per-pair u and per-user lambda are buffers (checkpointed). With K = 0 the top-K
+    weight is off (SONG).
+
+    Args:
+        k: the K of NDCG@K.
+        gamma0: moving-average rate of u.
+        eta0: step size of lambda.
+        margin: m of the squared hinge.
+        tau1, tau2: lambda's smoothing and regulariser.
+        sigmoid_alpha: the psi slope a; null = 1/tau1 (the formula sheet); LibAUC uses 2.
+        n_negatives: N.
+    """
+
+    def __init__(self, k: int = 20, gamma0: float = 0.9, eta0: float = 0.01, margin: float = 1.0,
+                 tau1: float = 0.01, tau2: float = 1e-4, sigmoid_alpha: float | None = None,
+                 n_negatives: int = 1000) -> None:
+        super().__init__(n_negatives=n_negatives)
+        if not 0 < gamma0 <= 1:
+            raise ConfigError(f"loss.gamma0 must be in (0, 1], got {gamma0}")
+        self.k, self.gamma0, self.eta0, self.margin = int(k), float(gamma0), float(eta0), float(margin)
+        self.tau1, self.tau2 = float(tau1), float(tau2)
+        self.alpha = 1.0 / self.tau1 if sigmoid_alpha is None else float(sigmoid_alpha)
+        self.register_buffer("u", torch.zeros(0))
+        self.register_buffer("lam", torch.zeros(0))
+        self.register_buffer("idcg", torch.zeros(0))
+        self.n_items = 0
+
+    def bind(self, data: TrainData) -> None:
+        self.n_items = data.n_items
+        self.u = torch.zeros(data.n_pairs, device=self.u.device)
+        self.lam = torch.zeros(data.n_users, device=self.u.device)
+        n_pos = data.train.degrees().clamp(min=1, max=max(self.k, 1) if self.k > 0 else None).double()
+        ideal = torch.cumsum(1.0 / torch.log2(torch.arange(2, int(n_pos.max()) + 2, dtype=torch.float64)), 0)
+        self.idcg = ideal[(n_pos - 1).long()].float().to(self.u.device)
+
+    def forward(self, batch: LossBatch) -> Tensor:
+        pos, neg, users, pair_ids = batch.pos, batch.neg, batch.users, batch.pair_ids
+        g = song_g(pos, neg, self.margin)
+        with torch.no_grad():
+            u = (1 - self.gamma0) * self.u[pair_ids] + self.gamma0 * g.detach()
+            self.u[pair_ids] = u
+            lam = self.lam[users]
+            weight = song_weights(pos, u, lam, self.idcg[users], self.n_items, self.alpha if self.k > 0 else None)
+            if self.k > 0:
+                listed = torch.cat([pos.unsqueeze(1), neg], dim=1).detach()
+                grad = self.k / self.n_items + self.tau2 * lam - torch.sigmoid((listed - lam[:, None]) / self.tau1).mean(1)
+                self.lam[users] = lam - self.eta0 * grad
+        return (weight * g).mean()
