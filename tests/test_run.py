@@ -69,8 +69,10 @@ class _Crash(L.Callback):
             raise KeyboardInterrupt  # what a kill looks like from inside the loop
 
 
-def test_killed_run_resumes_to_the_same_results(tmp_path):
-    overrides = [*TINY, "trainer.max_epochs=5", "trainer.check_val_every_n_epoch=2"]
+@pytest.mark.parametrize("loss", ["sl", "slk", "songk"])  # slk and songk carry state in buffers
+def test_killed_run_resumes_to_the_same_results(loss, tmp_path):
+    extra = ["loss.t_beta=2", "loss.diagnostics_users=16"] if loss == "slk" else []
+    overrides = [*TINY, f"loss={loss}", *extra, "trainer.max_epochs=5", "trainer.check_val_every_n_epoch=2"]
     full = train_and_test(make_cfg(overrides, tmp_path / "full"))
     cfg = make_cfg(overrides, tmp_path / "killed")
     with pytest.raises(BaseException):

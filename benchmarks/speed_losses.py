@@ -1,0 +1,119 @@
+"""Time per training step of each loss, relative to SL, on the same batches.
+
+Electronic (default), MF, N = 1000 negatives (LambdaLoss@K: its configured N = 1 with
+exact full-catalogue ranks, as in the paper; also its sampled-rank variant with N = 1000).
+Each step: score, loss, backward, Adam step, and the loss's after-step hook (SL@K's beta
+refresh). SL@K is timed in a refresh epoch and in a plain one; its per-epoch average
+follows the T_beta schedule. Losses are timed round-robin and the median kept, so a
+busy machine slows all of them alike.
+
+    BENCH_DATA_DIR=../shared/data python benchmarks/speed_losses.py [--dataset electronic] [--steps 10] [--rounds 3]
+
+Targets (issue 3): SL@K within 1.1x of SL; LambdaLoss@K faster than the paper's 60x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import lightning as L
+import torch
+
+from bench.datasets import IRBenchmark
+from bench.losses import LossBatch, TrainData
+from bench.losses import build as build_loss
+from bench.models import MF
+from bench.sampling import make_generator
+from bench.tasks.cf import _NEGATIVES, CFDataModule
+
+LOSSES = {
+    "sl": {"tau": 0.2},
+    "bsl": {},
+    "psl": {"tau_star": 0.1},
+    "slk (refresh epoch)": {"name": "slk", "tau_w": 2.25, "t_beta": 20, "refresh": True, "diagnostics_users": 0},
+    "slk (plain epoch)": {"name": "slk", "tau_w": 2.25, "t_beta": 20, "refresh": False, "diagnostics_users": 0},
+    "songk": {},
+    "lambdalossk (exact, N=1)": {"name": "lambdalossk", "n_negatives": 1},
+    "lambdalossk (sampled ranks)": {"name": "lambdalossk", "ranks": "sampled", "n_negatives": 1000},
+    "bpr": {"n_negatives": 1},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="electronic")
+    parser.add_argument("--steps", type=int, default=10, help="steps per timing")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
+    dm = CFDataModule(data, seed=0)
+    splits = dm.splits
+    train_data = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
+                           n_pairs=len(dm.train_pairs))
+    sampler = dm.train_dataloader().sampler
+    sampler.set_epoch(0)
+    batches = []
+    for b, idx in enumerate(sampler):
+        if b == args.steps:
+            break
+        rows = dm.train_dataloader().dataset[idx].to(device)
+        negs = dm.sampler.sample(rows[:, 0], 1000, make_generator(device, 0, 0, b, _NEGATIVES))
+        batches.append((rows[:, 0], rows[:, 1], rows[:, 2], negs))
+    print(f"{args.dataset}: {splits.n_users} users x {splits.n_items} items; {len(batches)} batches of "
+          f"{batches[0][0].numel()} pairs; device {device}, {torch.get_num_threads()} threads")
+
+    setups = {}
+    for label, spec in LOSSES.items():
+        spec = dict(spec)
+        name = spec.pop("name", label)
+        refresh = spec.pop("refresh", None)
+        L.seed_everything(0, verbose=False)
+        model = MF(splits.n_users, splits.n_items, score="dot" if name in ("bpr", "lambdalossk") else "cosine").to(device)
+        loss = build_loss(name, **spec).to(device)
+        loss.bind(train_data)
+        if refresh is not None:
+            loss.on_train_epoch_start(19 if refresh else 0)  # t_beta = 20: epoch 19 refreshes
+        setups[label] = (model, loss, torch.optim.Adam(model.parameters(), lr=0.01))
+
+    def run(label: str) -> float:
+        model, loss, opt = setups[label]
+        sync()
+        t0 = time.perf_counter()
+        for users, items, pair_ids, negs in batches:
+            negs = negs[:, : loss.n_negatives]
+            opt.zero_grad(set_to_none=True)
+            pos, neg = model.score_pairs(users, items, negs)
+            batch = LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negs, pair_ids=pair_ids,
+                              score_users=model.score_users)
+            loss(batch).backward()
+            opt.step()
+            loss.after_step(batch, model)
+        sync()
+        return (time.perf_counter() - t0) / len(batches)
+
+    for label in setups:  # warm-up
+        run(label)
+    times: dict[str, list[float]] = {label: [] for label in setups}
+    for _ in range(args.rounds):
+        for label in setups:
+            times[label].append(run(label))
+    median = {label: statistics.median(v) for label, v in times.items()}
+    base = median["sl"]
+    print(f"\n| loss | ms / step | relative to SL |\n|---|---|---|")
+    for label, t in median.items():
+        print(f"| {label} | {1000 * t:.1f} | {t / base:.2f}x |")
+    t_beta = 20
+    avg = (median["slk (refresh epoch)"] + (t_beta - 1) * median["slk (plain epoch)"]) / t_beta
+    print(f"| slk, epoch average with t_beta={t_beta} | {1000 * avg:.1f} | {avg / base:.2f}x (target <= 1.1x) |")
+    print(f"paper (RTX 4090, Electronic): SL 7.19 s/epoch, SL@20 7.59 s (1.06x), LambdaLoss@20 434.54 s (60.4x)")
+
+
+if __name__ == "__main__":
+    main()
