@@ -6,8 +6,9 @@ MODELS: Registry = Registry("model", package="bench.models")
 
 from bench.models.base import EmbeddingModel  # noqa: E402
 from bench.models.mf import MF  # noqa: E402
+from bench.models.lightgcn import LightGCN, XSimGCL  # noqa: E402
 
-__all__ = ["MODELS", "EmbeddingModel", "MF", "build"]
+__all__ = ["MODELS", "EmbeddingModel", "LightGCN", "MF", "XSimGCL", "build"]
 
 
 def build(name: str, **kwargs):

@@ -44,6 +44,15 @@ class EmbeddingModel(nn.Module):
         """(n_users, d) user and (n_items, d) item embeddings, before normalisation."""
         raise NotImplementedError
 
+    def bind(self, data) -> None:
+        """Called once with the training data (:class:`~bench.losses.base.TrainData`);
+        graph backbones build their adjacency here."""
+
+    def extra_loss(self, users: Tensor, items: Tensor) -> Tensor | None:
+        """A term the backbone adds to the recommendation loss (XSimGCL's contrastive
+        loss), computed from the last training forward; None for most backbones."""
+        return None
+
     def _normalise(self, x: Tensor) -> Tensor:
         return F.normalize(x, dim=-1) if self.score == "cosine" else x
 

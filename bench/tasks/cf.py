@@ -84,8 +84,10 @@ class CFModule(L.LightningModule):
         self.val_evaluator = datamodule.val_evaluator
         self.test_evaluator = datamodule.test_evaluator
         self.seed = seed
-        self.loss.bind(TrainData(n_users=datamodule.splits.n_users, n_items=datamodule.splits.n_items,
-                                 train=datamodule.splits.train, n_pairs=len(datamodule.train_pairs)))
+        train_data = TrainData(n_users=datamodule.splits.n_users, n_items=datamodule.splits.n_items,
+                               train=datamodule.splits.train, n_pairs=len(datamodule.train_pairs))
+        self.model.bind(train_data)
+        self.loss.bind(train_data)
         self._last_batch: LossBatch | None = None
         self.history: list[dict[str, float]] = []
         self.test_per_user: dict[str, Tensor] = {}
@@ -108,6 +110,10 @@ class CFModule(L.LightningModule):
         loss_batch = LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives,
                                pair_ids=pair_ids, score_users=self.model.score_users)
         loss = self.loss(loss_batch)
+        extra = self.model.extra_loss(users, items)  # e.g. XSimGCL's contrastive term
+        if extra is not None:
+            self.log("train/extra_loss", extra, on_step=False, on_epoch=True, batch_size=users.numel())
+            loss = loss + extra
         self._last_batch = loss_batch
         if not torch.isfinite(loss):
             raise TrainingDiverged(

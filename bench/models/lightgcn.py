@@ -1,0 +1,130 @@
+"""LightGCN and XSimGCL: embeddings propagated over the user-item training graph."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from bench.datasets.base import CSR
+from bench.errors import ConfigError
+from bench.models import MODELS
+from bench.models.mf import MF
+
+
+def normalized_adjacency(train: CSR, n_users: int, n_items: int) -> Tensor:
+    r"""The symmetric normalised bipartite adjacency :math:`D^{-1/2} A D^{-1/2}`.
+
+    Nodes are users ``0..n_users-1`` then items ``n_users..n_users+n_items-1``; edge
+    (u, i) and (i, u) weigh 1 / sqrt(deg(u) deg(i)).
+
+    Returns:
+        a coalesced sparse COO tensor of shape (n_users + n_items, n_users + n_items).
+    """
+    pairs = train.to_pairs()
+    users, items = pairs[:, 0], pairs[:, 1] + n_users
+    n = n_users + n_items
+    deg = torch.bincount(torch.cat([users, items]), minlength=n).float()
+    inv_sqrt = torch.where(deg > 0, deg.rsqrt(), torch.zeros_like(deg))
+    weight = inv_sqrt[users] * inv_sqrt[items]
+    index = torch.stack([torch.cat([users, items]), torch.cat([items, users])])
+    return torch.sparse_coo_tensor(index, torch.cat([weight, weight]), (n, n), check_invariants=True).coalesce()
+
+
+@MODELS.register("lightgcn")
+class LightGCN(MF):
+    r"""LightGCN (He et al., SIGIR 2020):
+    :math:`E^{(l+1)} = D^{-1/2} A D^{-1/2} E^{(l)}`, final :math:`E = \frac{1}{L+1}\sum_{l=0}^{L} E^{(l)}`
+    over the joint user-item table :math:`E^{(0)}` (the free embeddings).
+
+    The graph is the training interactions (validation and test excluded), given by
+    :meth:`bind`. Propagation runs once per training step and once per evaluation pass.
+
+    Args:
+        n_users, n_items, dim, score, init, init_std: as :class:`~bench.models.mf.MF`.
+        layers: L (2 in the SL@K paper).
+    """
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 64, layers: int = 2, score: str = "cosine",
+                 init: str = "auto", init_std: float = 1.0, name: str = "lightgcn") -> None:
+        super().__init__(n_users, n_items, dim=dim, score=score, init=init, init_std=init_std, name=name)
+        if layers < 0:
+            raise ConfigError(f"model.layers must be >= 0, got {layers}")
+        self.layers = int(layers)
+        self.register_buffer("adjacency", torch.zeros(0), persistent=False)
+
+    def bind(self, data) -> None:
+        self.adjacency = normalized_adjacency(data.train, self.n_users, self.n_items).to(self.user_emb.weight.device)
+
+    def propagate(self, ego: Tensor) -> list[Tensor]:
+        """[E^(1), ..., E^(L)] from E^(0) = ``ego`` (n_users + n_items, d)."""
+        if self.adjacency.numel() == 0 and self.layers:
+            raise RuntimeError("bind() the model to the training data first")
+        out, x = [], ego
+        for _ in range(self.layers):
+            x = torch.sparse.mm(self.adjacency, x)
+            out.append(x)
+        return out
+
+    def embeddings(self) -> tuple[Tensor, Tensor]:
+        ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
+        final = torch.stack([ego, *self.propagate(ego)]).mean(0)
+        return final[: self.n_users], final[self.n_users:]
+
+
+@MODELS.register("xsimgcl")
+class XSimGCL(LightGCN):
+    r"""XSimGCL (Yu et al., TKDE 2023): LightGCN whose layers add, in training,
+    :math:`\epsilon\,\mathrm{sign}(E)\odot \hat\Delta` (random unit rows), final embedding the
+    mean of layers 1..L, plus a cross-layer InfoNCE between the final embedding and layer
+    ``contrast_layer`` for the batch's users and positive items:
+    :math:`\lambda\,(\mathrm{InfoNCE}_\tau(E_U, E^{(l^*)}_U) + \mathrm{InfoNCE}_\tau(E_I, E^{(l^*)}_I))`,
+    added to whichever recommendation loss is chosen.
+
+    Args:
+        layers: L (3). noise_eps: epsilon (0.1). contrast_layer: l* (1).
+        cl_tau: InfoNCE temperature (0.1). cl_weight: lambda, in {0.05, 0.1, 0.2}.
+    """
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 64, layers: int = 3, noise_eps: float = 0.1,
+                 contrast_layer: int = 1, cl_tau: float = 0.1, cl_weight: float = 0.1, score: str = "cosine",
+                 init: str = "auto", init_std: float = 1.0, name: str = "xsimgcl") -> None:
+        super().__init__(n_users, n_items, dim=dim, layers=layers, score=score, init=init, init_std=init_std,
+                         name=name)
+        if not 1 <= contrast_layer <= layers:
+            raise ConfigError(f"model.contrast_layer must be in [1, {layers}], got {contrast_layer}")
+        self.noise_eps, self.contrast_layer = float(noise_eps), int(contrast_layer)
+        self.cl_tau, self.cl_weight = float(cl_tau), float(cl_weight)
+        self._views: tuple[Tensor, Tensor] | None = None
+
+    def propagate(self, ego: Tensor) -> list[Tensor]:
+        out, x = [], ego
+        for _ in range(self.layers):
+            x = torch.sparse.mm(self.adjacency, x)
+            if self.training:
+                x = x + torch.sign(x) * F.normalize(torch.randn_like(x), dim=1) * self.noise_eps
+            out.append(x)
+        return out
+
+    def embeddings(self) -> tuple[Tensor, Tensor]:
+        ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
+        layers = self.propagate(ego)
+        final = torch.stack(layers).mean(0)
+        if self.training:  # the views of this very propagation, for the contrastive term
+            self._views = (final, layers[self.contrast_layer - 1])
+        return final[: self.n_users], final[self.n_users:]
+
+    def extra_loss(self, users: Tensor, items: Tensor) -> Tensor | None:
+        if self._views is None or self.cl_weight == 0:
+            return None
+        final, view = self._views
+        self._views = None
+        loss = _info_nce(final[users], view[users], self.cl_tau)
+        loss = loss + _info_nce(final[self.n_users + items], view[self.n_users + items], self.cl_tau)
+        return self.cl_weight * loss
+
+
+def _info_nce(a: Tensor, b: Tensor, tau: float) -> Tensor:
+    """Mean over rows of -log softmax_k(a_r . b_k / tau)[r], rows L2-normalised."""
+    logits = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T / tau
+    return F.cross_entropy(logits, torch.arange(a.shape[0], device=a.device))
