@@ -32,8 +32,9 @@ class LossBatch:
         negatives: (B, N) negative item ids.
         pair_ids: (B,) index of each (u, i) pair among the training pairs (for per-pair
             state such as SONG's moving averages).
-        score_users: optional callable, (b,) user ids -> (b, n_items) scores with
-            gradient, for losses that need a user's full score row.
+        score_users: optional callable, (b,) user ids -> (b, n_items) scores of the
+            current model, without gradient (for exact ranks); the backbone's embeddings
+            are computed once per step however often it is called.
     """
 
     pos: Tensor

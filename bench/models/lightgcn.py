@@ -110,7 +110,9 @@ class XSimGCL(LightGCN):
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         layers = self.propagate(ego)
         final = torch.stack(layers).mean(0)
-        if self.training:  # the views of this very propagation, for the contrastive term
+        if self.training and torch.is_grad_enabled():
+            # the views of this very (gradient-carrying) propagation, for the contrastive term;
+            # no-grad calls (ranks, threshold refreshes) must not replace them
             self._views = (final, layers[self.contrast_layer - 1])
         return final[: self.n_users], final[self.n_users:]
 

@@ -59,6 +59,19 @@ class CFDataModule(L.LightningDataModule):
         return DataLoader(self.test_evaluator.user_chunks(), batch_size=None)
 
 
+class _StepScorer:
+    """Full score rows of the current model, no gradient, embeddings computed on first use."""
+
+    def __init__(self, model: EmbeddingModel) -> None:
+        self.model = model
+        self.scorer: Callable[[Tensor], Tensor] | None = None
+
+    def __call__(self, users: Tensor) -> Tensor:
+        if self.scorer is None:
+            self.scorer = self.model.full_scorer()
+        return self.scorer(users)
+
+
 class CFModule(L.LightningModule):
     """Trains an embedding backbone with a registered loss; evaluates by full ranking.
 
@@ -108,7 +121,7 @@ class CFModule(L.LightningModule):
         negatives = self.sampler.sample(users, self.loss.n_negatives, gen)
         pos, neg = self.model.score_pairs(users, items, negatives)
         loss_batch = LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives,
-                               pair_ids=pair_ids, score_users=self.model.score_users)
+                               pair_ids=pair_ids, score_users=_StepScorer(self.model))
         loss = self.loss(loss_batch)
         extra = self.model.extra_loss(users, items)  # e.g. XSimGCL's contrastive term
         if extra is not None:
