@@ -14,7 +14,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
-from bench.errors import BenchError
+from bench.errors import BenchError, ConfigError
 from bench.evaluation import METRICS, mean_metrics
 from bench.loggers import build_loggers
 from bench.results import PER_USER_FILE, RESULTS_FILE, atomic_write_bytes, read_json, write_json, write_per_user
@@ -36,7 +36,15 @@ def format_metrics_table(means: dict[str, float], ks: Sequence[int]) -> str:
     return "\n".join(rows)
 
 
+def _check_monitor(cfg: DictConfig) -> None:
+    metric, _, k = str(cfg.train.monitor).partition("@")
+    if metric not in METRICS or not k.isdigit() or int(k) not in set(cfg.eval.ks):
+        raise ConfigError(f"train.monitor={cfg.train.monitor} is not a computed metric; use one of "
+                          f"{'/'.join(METRICS)} at a K in eval.ks={list(cfg.eval.ks)}")
+
+
 def _callbacks(cfg: DictConfig, ckpt_dir: Path) -> tuple[list[Callback], ModelCheckpoint]:
+    _check_monitor(cfg)
     monitor = f"val/{cfg.train.monitor}"
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor=monitor, mode="max", save_top_k=1,
                            auto_insert_metric_name=False, enable_version_counter=False)

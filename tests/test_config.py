@@ -55,3 +55,17 @@ def test_models_and_loggers_compose(tmp_path):
     assert not make_cfg(["logger=none"], tmp_path).logger
     for trainer in _options("trainer"):
         assert make_cfg([f"trainer={trainer}"], tmp_path).trainer.max_epochs == 200
+
+
+def test_the_monitored_metric_follows_the_loss_k(tmp_path):
+    assert make_cfg(["loss=slk"], tmp_path).train.monitor == "ndcg@20"
+    assert make_cfg(["loss=slk", "loss.k=50"], tmp_path).train.monitor == "ndcg@50"
+    assert make_cfg(["loss=sl"], tmp_path).train.monitor == "ndcg@20"
+
+
+def test_a_monitor_outside_eval_ks_is_refused(tmp_path):
+    from bench.errors import ConfigError
+    from bench.run import train_and_test
+
+    with pytest.raises(ConfigError, match=r"train.monitor=ndcg@30 is not a computed metric"):
+        train_and_test(make_cfg(["loss=slk", "loss.k=30", "trainer.max_epochs=1"], tmp_path))
