@@ -19,7 +19,8 @@ from bench.evaluation import METRICS, mean_metrics
 from bench.loggers import build_loggers
 from bench.results import PER_USER_FILE, RESULTS_FILE, atomic_write_bytes, read_json, write_json, write_per_user
 from bench.tasks.callbacks import LastCheckpoint, ValidateOnLastEpoch
-from bench.tasks.cf import CFDataModule, CFModule
+from bench.models import MODELS
+from bench.tasks.cf import CFModule
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,14 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
 
     t0 = time.perf_counter()
     data = instantiate(cfg.dataset).load()
-    datamodule = CFDataModule(data, seed=seed, batch_size=int(cfg.train.batch_size),
-                              valid_fraction=float(cfg.train.valid_fraction), ks=tuple(cfg.eval.ks),
-                              max_scores=int(cfg.eval.max_scores))
+    task = instantiate(cfg.task)
+    model_cls = MODELS.get(cfg.model.name)
+    if task.name not in getattr(model_cls, "tasks", ()):
+        fitting = [m for m in MODELS.names() if task.name in getattr(MODELS.get(m), "tasks", ())]
+        raise ConfigError(f"model={cfg.model.name} does not fit task={task.name}; models for this task: "
+                          f"{', '.join(fitting)}")
+    datamodule = task.datamodule(data, seed=seed, batch_size=int(cfg.train.batch_size), ks=tuple(cfg.eval.ks),
+                                 max_scores=int(cfg.eval.max_scores))
     splits = datamodule.splits
     log.info("data %s: %d users, %d items, %d train / %d valid / %d test interactions", splits.name,
              splits.n_users, splits.n_items, splits.train.nnz, splits.valid.nnz, splits.test.nnz)

@@ -102,7 +102,8 @@ def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
             continue
         cfg = res["config"]
         data = data or instantiate(cfg["dataset"]).load()
-        splits = split_validation(data, cfg["train"]["valid_fraction"], cfg["seed"])
+        fraction = (cfg.get("task") or {}).get("valid_fraction", (cfg.get("train") or {}).get("valid_fraction", 0.1))
+        splits = split_validation(data, fraction, cfg["seed"])
         model = instantiate(cfg["model"], n_users=splits.n_users, n_items=splits.n_items)
         state = torch.load(res["best"]["checkpoint"], weights_only=False)["state_dict"]
         model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})

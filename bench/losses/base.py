@@ -54,12 +54,14 @@ class TrainData:
         n_users, n_items: catalogue sizes.
         train: training positives per user (CSR).
         n_pairs: number of training (u, i) pairs; ``LossBatch.pair_ids`` index them.
+        node_features: (n_users, f) features of the query nodes (link prediction), or None.
     """
 
     n_users: int
     n_items: int
     train: CSR
     n_pairs: int
+    node_features: Optional[Tensor] = None
 
 
 class RecLoss(nn.Module):

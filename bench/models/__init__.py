@@ -7,10 +7,12 @@ MODELS: Registry = Registry("model", package="bench.models")
 from bench.models.base import EmbeddingModel  # noqa: E402
 from bench.models.mf import MF  # noqa: E402
 from bench.models.lightgcn import LightGCN, XSimGCL  # noqa: E402
+from bench.models.gnn import GNN  # noqa: E402
 
-__all__ = ["MODELS", "EmbeddingModel", "LightGCN", "MF", "XSimGCL", "build"]
+__all__ = ["GNN", "MODELS", "EmbeddingModel", "LightGCN", "MF", "XSimGCL", "build"]
 
 
-def build(name: str, **kwargs):
-    """Instantiate the backbone registered as ``name`` (Hydra ``_target_``)."""
+def build(name: str, recipe: dict | None = None, **kwargs):
+    """Instantiate the backbone registered as ``name`` (Hydra ``_target_``); ``recipe``
+    (optimiser settings the config reads) is not the model's business."""
     return MODELS.get(name)(name=name, **kwargs)

@@ -27,10 +27,14 @@ _GATHER_COST_IN_MACS = 64
 class EmbeddingModel(nn.Module):
     """Base class: subclasses implement :meth:`embeddings`.
 
+    ``tasks`` names the tasks (``task=...``) a backbone fits.
+
     Args:
         n_users, n_items: catalogue sizes.
         score: "dot" or "cosine".
     """
+
+    tasks: tuple[str, ...] = ("cf", "linkpred")
 
     def __init__(self, n_users: int, n_items: int, score: str = "cosine") -> None:
         super().__init__()

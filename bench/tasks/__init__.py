@@ -1,6 +1,7 @@
-"""Lightning modules and data modules, one file per task, and shared callbacks."""
+"""Tasks: how data becomes training pairs and evaluation queries; Lightning modules; callbacks."""
 
 from bench.tasks.callbacks import LastCheckpoint, ValidateOnLastEpoch
-from bench.tasks.cf import CFDataModule, CFModule
+from bench.tasks.cf import CFDataModule, CFModule, CFTask
+from bench.tasks.linkpred import LinkPredTask
 
-__all__ = ["CFDataModule", "CFModule", "LastCheckpoint", "ValidateOnLastEpoch"]
+__all__ = ["CFDataModule", "CFModule", "CFTask", "LastCheckpoint", "LinkPredTask", "ValidateOnLastEpoch"]

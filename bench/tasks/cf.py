@@ -11,8 +11,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from bench.datasets.base import CFSplits, Interactions, split_validation
-from bench.errors import TrainingDiverged
+from bench.datasets.base import CFSplits, CSR, Interactions, split_validation
+from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
 from bench.losses.base import LossBatch, RecLoss, TrainData
 from bench.models.base import EmbeddingModel
@@ -27,25 +27,32 @@ class CFDataModule(L.LightningDataModule):
     """Train pairs in seeded shuffled batches; users in chunks for evaluation.
 
     Args:
-        data: the data set (train/test pairs).
-        seed: run seed (validation split and batch order).
+        splits: train / valid / test item lists per user (or per source node).
+        seed: run seed (batch order).
         batch_size: (u, i) pairs per training batch.
-        valid_fraction: share of each user's training items held out for validation.
         ks: metric cut-offs.
         max_scores: score-matrix entries per evaluation chunk.
+        exclude: item sets masked at validation and test besides the training items
+            (link prediction masks each node itself).
+        node_features: optional (n_users, f) features handed to the backbone.
     """
 
-    def __init__(self, data: Interactions, seed: int, batch_size: int = 1024, valid_fraction: float = 0.1,
-                 ks: tuple[int, ...] = (5, 10, 20, 50, 100), max_scores: int = 1 << 24) -> None:
+    def __init__(self, splits: CFSplits, seed: int, batch_size: int = 1024, ks: tuple[int, ...] = (5, 10, 20, 50, 100),
+                 max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), node_features: Tensor | None = None) -> None:
         super().__init__()
-        self.splits: CFSplits = split_validation(data, valid_fraction, seed)
+        self.splits = splits
         self.seed = seed
         self.batch_size = batch_size
+        self.node_features = node_features
         self.train_pairs = self.splits.train.to_pairs()
-        self.val_evaluator = FullRankingEvaluator(self.splits.valid, [self.splits.train], ks, max_scores)
-        self.test_evaluator = FullRankingEvaluator(self.splits.test, [self.splits.train, self.splits.valid], ks,
-                                                   max_scores)
+        self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores)
+        self.test_evaluator = FullRankingEvaluator(splits.test, [splits.train, splits.valid, *exclude], ks, max_scores)
         self.sampler = UniformNegativeSampler(self.splits.train)
+
+    def train_data(self) -> TrainData:
+        """What losses and backbones are told about the training data."""
+        return TrainData(n_users=self.splits.n_users, n_items=self.splits.n_items, train=self.splits.train,
+                         n_pairs=len(self.train_pairs), node_features=self.node_features)
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(IndexedPairs(self.train_pairs),
@@ -57,6 +64,26 @@ class CFDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return DataLoader(self.test_evaluator.user_chunks(), batch_size=None)
+
+
+class CFTask:
+    """Collaborative filtering on user-item interactions (the SL@K paper's protocol).
+
+    Args:
+        valid_fraction: share of each user's training items held out for validation
+            (``max(1, floor(.))``, seeded by the run seed).
+    """
+
+    name = "cf"
+
+    def __init__(self, valid_fraction: float = 0.1, name: str = "cf") -> None:
+        self.valid_fraction = float(valid_fraction)
+
+    def datamodule(self, data, seed: int, **kwargs) -> CFDataModule:
+        if not isinstance(data, Interactions):
+            raise ConfigError(f"task=cf needs user-item interactions, got a {type(data).__name__}; "
+                              "use a recommendation data set (synthetic, health, ..., custom)")
+        return CFDataModule(split_validation(data, self.valid_fraction, seed), seed=seed, **kwargs)
 
 
 class _StepScorer:
@@ -97,8 +124,7 @@ class CFModule(L.LightningModule):
         self.val_evaluator = datamodule.val_evaluator
         self.test_evaluator = datamodule.test_evaluator
         self.seed = seed
-        train_data = TrainData(n_users=datamodule.splits.n_users, n_items=datamodule.splits.n_items,
-                               train=datamodule.splits.train, n_pairs=len(datamodule.train_pairs))
+        train_data = datamodule.train_data()
         self.model.bind(train_data)
         self.loss.bind(train_data)
         self._last_batch: LossBatch | None = None

@@ -1,0 +1,59 @@
+"""Tasks: link prediction data and splits; every (task, model, loss) combination trains."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.datasets import Planetoid, SyntheticGraph, split_edges
+from bench.errors import ConfigError
+from bench.run import train_and_test
+from tests.helpers import TINY, make_cfg
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+LOSSES = sorted(p.stem for p in (CONF / "loss").glob("*.yaml"))
+TINY_GRAPH = ["dataset=synthetic-graph", "dataset.n_nodes=120", "trainer.max_epochs=1", "trainer.accelerator=cpu",
+              "loss.n_negatives=30", "train.batch_size=128", "+trainer.limit_train_batches=2"]
+
+
+@pytest.mark.parametrize("name,nodes,edges", [("cora", 2708, 5278), ("citeseer", 3327, 4552)])
+def test_planetoid_graphs_load_from_the_local_raw_files(shared_data, tmp_path, name, nodes, edges):
+    graph = Planetoid(name, data_dir=str(shared_data), cache_dir=str(tmp_path), download=False).load()
+    assert graph.n_nodes == nodes and graph.edges.shape == (edges, 2)
+    assert (graph.edges[:, 0] < graph.edges[:, 1]).all()
+
+
+@pytest.mark.parametrize("graph_seed", [0, 1])
+def test_edge_split_has_no_leakage_in_either_direction(graph_seed):
+    graph = SyntheticGraph(n_nodes=200, seed=graph_seed).load()
+    s = split_edges(graph, valid_fraction=0.1, test_fraction=0.2, seed=3)
+    train = set(map(tuple, s.train.to_pairs().tolist()))
+    for held in (s.valid, s.test):
+        for u, v in held.to_pairs().tolist():
+            assert (u, v) not in train and (v, u) not in train
+    und = lambda csr: {tuple(sorted(p)) for p in csr.to_pairs().tolist()}  # noqa: E731
+    assert und(s.train) | und(s.valid) | und(s.test) == set(map(tuple, graph.edges.tolist()))
+    assert len(und(s.test)) == round(0.2 * graph.edges.shape[0]) and s.test.nnz == 2 * len(und(s.test))
+    assert torch.equal(split_edges(graph, 0.1, 0.2, seed=3).test.indices, s.test.indices)  # fixed by the seed
+
+
+COMBOS = [("cf", m, loss) for m in ("mf", "lightgcn", "xsimgcl") for loss in LOSSES] + \
+         [("linkpred", m, loss) for m in ("gnn", "mf") for loss in LOSSES]
+
+
+@pytest.mark.parametrize("task,model,loss", COMBOS)
+def test_every_task_model_loss_combination_trains(task, model, loss, tmp_path):
+    base = [*TINY, "trainer.max_epochs=1", "+trainer.limit_train_batches=2"] if task == "cf" else TINY_GRAPH
+    cfg = make_cfg([*base, f"task={task}", f"model={model}", f"loss={loss}", "logger=none"], tmp_path)
+    if loss == "slk":
+        cfg.loss.diagnostics_users = 16
+        cfg.loss.t_beta = 1
+    res = train_and_test(cfg)
+    assert res["status"] == "completed" and 0 <= res["test"]["ndcg@20"] <= 1
+
+
+def test_a_model_that_does_not_fit_the_task_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"model=gnn does not fit task=cf; models for this task: lightgcn, mf, xsimgcl"):
+        train_and_test(make_cfg([*TINY, "model=gnn"], tmp_path))
+    with pytest.raises(ConfigError, match=r"task=linkpred needs a graph data set"):
+        train_and_test(make_cfg([*TINY, "task=linkpred"], tmp_path))
