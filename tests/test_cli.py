@@ -34,7 +34,7 @@ def test_unknown_option_lists_the_available_ones(tmp_path):
 def test_user_errors_are_one_line(tmp_path):
     proc = run_cli([*TINY_CLI, "loss.name=sll"], cwd=tmp_path)
     assert proc.returncode == 2
-    assert "error: unknown loss 'sll' (did you mean 'sl'?); known: bpr, sl" in proc.stderr
+    assert "error: unknown loss 'sll' (did you mean 'sl'?); known: bpr, bsl, lambdalossk, psl, sl, slk, songk" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli(["dataset=custom", "logger=none"], cwd=tmp_path)
     assert proc.returncode == 2 and "error: dataset=custom needs a file: add dataset.path=" in proc.stderr
