@@ -28,8 +28,10 @@ def test_every_loss_config_names_a_registered_loss():
 def test_every_dataset_config_composes(dataset, tmp_path):
     cfg = make_cfg([f"dataset={dataset}", "data_dir=/some/where"], tmp_path)
     assert cfg.dataset.name == dataset
-    if dataset in {"synthetic"}:
+    if dataset == "synthetic":
         assert instantiate(cfg.dataset).load().n_users == cfg.dataset.n_users
+    elif dataset == "synthetic-graph":
+        assert instantiate(cfg.dataset).load().n_nodes == cfg.dataset.n_nodes
     elif dataset != "custom":
         assert cfg.dataset.data_dir == "/some/where"
 
