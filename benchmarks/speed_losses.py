@@ -89,9 +89,9 @@ def main() -> None:
         for users, items, pair_ids, negs in batches:
             negs = negs[:, : loss.n_negatives]
             opt.zero_grad(set_to_none=True)
-            pos, neg = model.score_pairs(users, items, negs)
+            pos, neg, full_scores = model.score_batch(users, items, negs, pair_ids)
             batch = LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negs, pair_ids=pair_ids,
-                              score_users=model.score_users)
+                              full_scores=full_scores)
             loss(batch).backward()
             opt.step()
             loss.after_step(batch, model)

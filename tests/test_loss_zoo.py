@@ -184,7 +184,7 @@ def test_lambdaloss_matches_the_formula_with_exact_ranks(variant):
             w = delta * mu if top > k else delta
             want += w * math.log1p(math.exp(neg[b, j].item() - pos[b].item()))
     loss = build("lambdalossk", k=k, variant=variant, n_negatives=2, chunk=2)
-    got = loss(LossBatch(pos=pos, neg=neg, users=users, score_users=lambda u: full[u]))
+    got = loss(LossBatch(pos=pos, neg=neg, users=users, full_scores=lambda r: full[users[r]]))
     assert got.item() == pytest.approx(want / 8, rel=1e-9)
 
 
@@ -251,7 +251,7 @@ def test_gradcheck(case):
         "bsl": lambda p, n: bsl_loss(p, n, 0.2, 0.5),
         "slk": lambda p, n: slk_loss(p, n, beta, 0.2, 1.5, True),
         "lambdalossk": lambda p, n: build("lambdalossk", k=3, n_negatives=4)(
-            LossBatch(pos=p, neg=n, users=torch.arange(5), score_users=lambda u: full[u])),
+            LossBatch(pos=p, neg=n, users=torch.arange(5), full_scores=lambda r: full[r])),
         # psi and nabla f carry no gradient by design, so they are held fixed here
         "song": lambda p, n: (song_weights(frozen, torch.full((5,), 0.3, dtype=torch.float64),
                                            torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.float64),
@@ -272,7 +272,7 @@ def test_every_loss_is_finite_when_all_negatives_beat_the_positive():
         loss.bind(data)
         batch = LossBatch(pos=pos.clone().requires_grad_(True), neg=neg, users=torch.tensor([0, 1]),
                           pair_ids=torch.tensor([0, 1]), negatives=torch.zeros(2, 50, dtype=torch.long),
-                          score_users=lambda u: full[u])
+                          full_scores=lambda r: full[r])
         value = loss(batch)
         value.backward()
         assert torch.isfinite(value) and torch.isfinite(batch.pos.grad).all(), name

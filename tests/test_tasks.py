@@ -55,5 +55,63 @@ def test_every_task_model_loss_combination_trains(task, model, loss, tmp_path):
 def test_a_model_that_does_not_fit_the_task_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"model=gnn does not fit task=cf; models for this task: lightgcn, mf, xsimgcl"):
         train_and_test(make_cfg([*TINY, "model=gnn"], tmp_path))
+    with pytest.raises(ConfigError, match=r"model=sasrec does not fit task=cf; models for this task: lightgcn, mf, xsimgcl"):
+        train_and_test(make_cfg([*TINY, "model=sasrec"], tmp_path))
+    with pytest.raises(ConfigError, match=r"task=seq needs timestamps; data set 'synthetic' has none"):
+        train_and_test(make_cfg([*TINY, "task=seq", "model=sasrec"], tmp_path))
     with pytest.raises(ConfigError, match=r"task=linkpred needs a graph data set"):
         train_and_test(make_cfg([*TINY, "task=linkpred"], tmp_path))
+
+
+# sequential recommendation -----------------------------------------------------------
+def _write_sequences(path, n_users=40, n_items=30, length=12, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    rows = ["user\titem\ttime"]
+    for u in range(n_users):
+        items = torch.randperm(n_items, generator=gen)[:length].tolist()
+        times = sorted(torch.randint(0, 10_000, (length,), generator=gen).tolist())
+        rows += [f"u{u}\ti{i}\t{t}" for i, t in zip(items, times)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_leave_one_out_by_time_on_a_fixture(tmp_path):
+    from bench.datasets import CustomFile
+    from bench.datasets.sequences import leave_one_out
+
+    f = tmp_path / "s.tsv"
+    f.write_text("user\titem\ttime\na\tx\t3\na\ty\t1\na\tz\t2\na\tw\t9\nb\tx\t5\nb\ty\t4\n")
+    data = CustomFile(str(f), k_core=1).load()  # users a=0, b=1; items w=0, x=1, y=2, z=3
+    splits, seq, pairs = leave_one_out(data)
+    # a: y(1) z(2) x(3) w(9) -> train y, z; valid x; test w.  b has 2 interactions: all train
+    assert seq.items.tolist() == [2, 3, 2, 1] and seq.indptr.tolist() == [0, 2, 4]
+    assert seq.valid_item.tolist() == [1, -1]
+    assert splits.test.to_pairs().tolist() == [[0, 0]] and splits.valid.to_pairs().tolist() == [[0, 1]]
+    assert pairs.tolist() == [[0, 3], [1, 1]]  # next-item pairs: a: y -> z; b: y -> x
+
+
+def test_sasrec_is_causal():
+    from bench.models import SASRec
+
+    torch.manual_seed(0)
+    model = SASRec(5, 20, dim=16, max_len=6, layers=2, heads=2).eval()
+    window = torch.tensor([[20, 20, 3, 7, 1, 9]])  # left-padded with the padding id
+    changed = window.clone()
+    changed[0, 4] = 12
+    a, b = model.encode_all(window), model.encode_all(changed)
+    torch.testing.assert_close(a[:, :4], b[:, :4])  # positions before the change are untouched
+    assert not torch.allclose(a[:, 4:], b[:, 4:])
+    assert torch.isfinite(a).all()  # padded positions attend to themselves: no NaN
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_sasrec_trains_with_every_loss(loss, tmp_path):
+    f = _write_sequences(tmp_path / "seq.tsv")
+    cfg = make_cfg(["task=seq", "model=sasrec", f"loss={loss}", "dataset=custom", f"dataset.path={f}",
+                    "dataset.k_core=1", "trainer.max_epochs=1", "trainer.accelerator=cpu", "loss.n_negatives=20",
+                    "task.users_per_batch=16", "model.max_len=8", "logger=none"], tmp_path)
+    if loss == "slk":
+        cfg.loss.diagnostics_users = 8
+        cfg.loss.t_beta = 1
+    res = train_and_test(cfg)
+    assert res["status"] == "completed" and res["data"]["test_users"] == 40

@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 
 from bench.datasets.base import Interactions, per_user_split
+from bench.datasets.download import RemoteFile, fetch
 from bench.datasets.tables import read_table
 from bench.errors import DataError
 
@@ -80,13 +81,19 @@ class CustomFile:
         k_core: minimum interactions per user and item (1 disables).
         test_fraction: per-user share of interactions held out for test.
         split_seed: seed of the train/test split.
+        remote: instead of ``path``, a public file ``{rel, url, sha256}`` found in
+            ``data_dir`` or the cache, or downloaded and checked (see :func:`fetch`).
     """
 
     def __init__(self, path: str | None = None, format: str = "auto", header: bool | str = "auto",
                  min_rating: float | None = None, k_core: int = 10, test_fraction: float = 0.2,
-                 split_seed: int = 0, name: str = "custom") -> None:
-        if not path:
+                 split_seed: int = 0, name: str = "custom", remote: dict | None = None,
+                 data_dir: str | None = None, cache_dir: str | None = None, download: bool = True) -> None:
+        if not path and not remote:
             raise DataError("dataset=custom needs a file: add dataset.path=/path/to/interactions.tsv")
+        if not path:
+            remote_file = RemoteFile(rel=remote["rel"], url=remote["url"], sha256=remote.get("sha256"))
+            path = str(fetch(remote_file, data_dir, cache_dir, download))
         self.path = Path(path).expanduser()
         self.format = format
         self.header = header
@@ -133,7 +140,7 @@ class CustomFile:
         pairs = pairs[order]
         times = None
         if "timestamp" in frame:
-            times = torch.from_numpy(frame["timestamp"].to_numpy(np.float64))[order]
+            times = torch.from_numpy(frame["timestamp"].to_numpy(np.float64).copy())[order]
         gen = torch.Generator().manual_seed(int(self.split_seed))
         n_users, n_items = len(user_ids), len(item_ids)
         # split on positions so timestamps follow their pairs

@@ -9,7 +9,7 @@ user ids and a callable that scores a user's whole catalogue.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from torch import Tensor, nn
 
@@ -32,9 +32,9 @@ class LossBatch:
         negatives: (B, N) negative item ids.
         pair_ids: (B,) index of each (u, i) pair among the training pairs (for per-pair
             state such as SONG's moving averages).
-        score_users: optional callable, (b,) user ids -> (b, n_items) scores of the
-            current model, without gradient (for exact ranks); the backbone's embeddings
-            are computed once per step however often it is called.
+        full_scores: optional callable, (r,) row indices of this batch -> (r, n_items)
+            scores of every item for those rows' queries under the current model, without
+            gradient (for exact ranks); embeddings are computed once per step.
     """
 
     pos: Tensor
@@ -43,7 +43,7 @@ class LossBatch:
     items: Optional[Tensor] = None
     negatives: Optional[Tensor] = None
     pair_ids: Optional[Tensor] = None
-    score_users: Optional[Callable[[Tensor], Tensor]] = None
+    full_scores: Optional[Callable[[Tensor], Tensor]] = None
 
 
 @dataclass
@@ -55,6 +55,8 @@ class TrainData:
         train: training positives per user (CSR).
         n_pairs: number of training (u, i) pairs; ``LossBatch.pair_ids`` index them.
         node_features: (n_users, f) features of the query nodes (link prediction), or None.
+        sequences: time-ordered histories (:class:`~bench.datasets.sequences.Sequences`,
+            sequential recommendation), or None.
     """
 
     n_users: int
@@ -62,6 +64,7 @@ class TrainData:
     train: CSR
     n_pairs: int
     node_features: Optional[Tensor] = None
+    sequences: Optional[Any] = None
 
 
 class RecLoss(nn.Module):

@@ -88,11 +88,11 @@ class LambdaLossAtK(RecLoss):
         pos, neg = batch.pos, batch.neg
         with torch.no_grad():
             if self.ranks == "exact":
-                if batch.score_users is None:
-                    raise ConfigError("LambdaLoss@K with exact ranks needs full score rows (LossBatch.score_users)")
+                if batch.full_scores is None:
+                    raise ConfigError("LambdaLoss@K with exact ranks needs full score rows (LossBatch.full_scores)")
                 parts = []
                 for rows in torch.arange(pos.numel(), device=pos.device).split(self.chunk):
-                    full = batch.score_users(batch.users[rows])
+                    full = batch.full_scores(rows)
                     listed = torch.cat([pos[rows].unsqueeze(1), neg[rows]], dim=1).detach()
                     parts.append(exact_ranks(full, listed))
                 ranks = torch.cat(parts)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bench.errors import BenchError
+from bench.losses.base import LossBatch
 
 SCORES = ("dot", "cosine")
 
@@ -92,12 +93,48 @@ class EmbeddingModel(nn.Module):
         user_emb, item_emb = self.embeddings()
         return self._normalise(user_emb[users]) @ self._normalise(item_emb).T
 
+    def training_batch(self, rows: Tensor, sample_negatives: Callable[[Tensor], Tensor]) -> LossBatch:
+        """Turn a loader batch into the loss's inputs.
+
+        Args:
+            rows: (B, 3) (user, positive item, training-pair id) from the data module.
+            sample_negatives: (P,) users -> (P, N) negative items for those users.
+        Returns:
+            the :class:`~bench.losses.base.LossBatch` (scores with gradient).
+        """
+        users, items, pair_ids = rows[:, 0], rows[:, 1], rows[:, 2]
+        negatives = sample_negatives(users)
+        pos, neg, full_scores = self.score_batch(users, items, negatives, pair_ids)
+        return LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives, pair_ids=pair_ids,
+                         full_scores=full_scores)
+
+    def score_batch(self, users: Tensor, items: Tensor, negatives: Tensor,
+                    pair_ids: Tensor) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:
+        """Everything a training step needs from the backbone.
+
+        Args:
+            users, items: (B,) the pairs; negatives: (B, N); pair_ids: (B,) training-pair rows.
+        Returns:
+            pos (B,) and neg (B, N) scores with gradient, and ``full_scores``: batch rows
+            (r,) -> (r, n_items) scores without gradient, embeddings computed on first use.
+        """
+        pos, neg = self.score_pairs(users, items, negatives)
+        cache: dict[str, Callable[[Tensor], Tensor]] = {}
+
+        def full_scores(rows: Tensor) -> Tensor:
+            if "scorer" not in cache:
+                cache["scorer"] = self.full_scorer()
+            return cache["scorer"](users[rows])
+
+        return pos, neg, full_scores
+
     @torch.no_grad()
-    def full_scorer(self) -> Callable[[Tensor], Tensor]:
+    def full_scorer(self, stage: str = "valid") -> Callable[[Tensor], Tensor]:
         """A function users (B,) -> (B, n_items) scores, for evaluation.
 
         The embeddings (a propagation for graph backbones) and their normalisation are
-        computed once here, not once per chunk of users.
+        computed once here, not once per chunk of users. ``stage`` ("valid" or "test")
+        matters to backbones whose user state depends on the history seen (SASRec).
         """
         user_emb, item_emb = self.embeddings()
         users_n, items_t = self._normalise(user_emb), self._normalise(item_emb).T.contiguous()

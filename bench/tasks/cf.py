@@ -35,16 +35,20 @@ class CFDataModule(L.LightningDataModule):
         exclude: item sets masked at validation and test besides the training items
             (link prediction masks each node itself).
         node_features: optional (n_users, f) features handed to the backbone.
+        train_pairs: the (E, 2) training pairs, if not every (user, training item) pair.
+        sequences: ordered histories handed to sequential backbones.
     """
 
     def __init__(self, splits: CFSplits, seed: int, batch_size: int = 1024, ks: tuple[int, ...] = (5, 10, 20, 50, 100),
-                 max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), node_features: Tensor | None = None) -> None:
+                 max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), node_features: Tensor | None = None,
+                 train_pairs: Tensor | None = None, sequences: Any = None) -> None:
         super().__init__()
         self.splits = splits
         self.seed = seed
         self.batch_size = batch_size
         self.node_features = node_features
-        self.train_pairs = self.splits.train.to_pairs()
+        self.sequences = sequences
+        self.train_pairs = self.splits.train.to_pairs() if train_pairs is None else train_pairs
         self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores)
         self.test_evaluator = FullRankingEvaluator(splits.test, [splits.train, splits.valid, *exclude], ks, max_scores)
         self.sampler = UniformNegativeSampler(self.splits.train)
@@ -52,7 +56,8 @@ class CFDataModule(L.LightningDataModule):
     def train_data(self) -> TrainData:
         """What losses and backbones are told about the training data."""
         return TrainData(n_users=self.splits.n_users, n_items=self.splits.n_items, train=self.splits.train,
-                         n_pairs=len(self.train_pairs), node_features=self.node_features)
+                         n_pairs=len(self.train_pairs), node_features=self.node_features,
+                         sequences=self.sequences)
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(IndexedPairs(self.train_pairs),
@@ -84,19 +89,6 @@ class CFTask:
             raise ConfigError(f"task=cf needs user-item interactions, got a {type(data).__name__}; "
                               "use a recommendation data set (synthetic, health, ..., custom)")
         return CFDataModule(split_validation(data, self.valid_fraction, seed), seed=seed, **kwargs)
-
-
-class _StepScorer:
-    """Full score rows of the current model, no gradient, embeddings computed on first use."""
-
-    def __init__(self, model: EmbeddingModel) -> None:
-        self.model = model
-        self.scorer: Callable[[Tensor], Tensor] | None = None
-
-    def __call__(self, users: Tensor) -> Tensor:
-        if self.scorer is None:
-            self.scorer = self.model.full_scorer()
-        return self.scorer(users)
 
 
 class CFModule(L.LightningModule):
@@ -142,12 +134,9 @@ class CFModule(L.LightningModule):
         self.loss.on_train_epoch_start(self.current_epoch)
 
     def training_step(self, batch: Tensor, batch_idx: int) -> Tensor:
-        users, items, pair_ids = batch[:, 0], batch[:, 1], batch[:, 2]
         gen = make_generator(self.device, self.seed, self.current_epoch, batch_idx, _NEGATIVES)
-        negatives = self.sampler.sample(users, self.loss.n_negatives, gen)
-        pos, neg = self.model.score_pairs(users, items, negatives)
-        loss_batch = LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives,
-                               pair_ids=pair_ids, score_users=_StepScorer(self.model))
+        loss_batch = self.model.training_batch(batch, lambda users: self.sampler.sample(users, self.loss.n_negatives, gen))
+        users, items = loss_batch.users, loss_batch.items
         loss = self.loss(loss_batch)
         extra = self.model.extra_loss(users, items)  # e.g. XSimGCL's contrastive term
         if extra is not None:
@@ -169,9 +158,9 @@ class CFModule(L.LightningModule):
             self._last_batch = None
 
     # evaluation ---------------------------------------------------------------------
-    def _eval_step(self, evaluator: FullRankingEvaluator, users: Tensor) -> None:
+    def _eval_step(self, evaluator: FullRankingEvaluator, users: Tensor, stage: str) -> None:
         if self._scorer is None:  # embeddings once per evaluation pass, not per chunk
-            self._scorer = self.model.full_scorer()
+            self._scorer = self.model.full_scorer(stage)
         self._parts.append(evaluator.evaluate_chunk(self._scorer, users))
         self._users.append(users.cpu())
 
@@ -182,7 +171,7 @@ class CFModule(L.LightningModule):
         return torch.cat(users), per_user
 
     def validation_step(self, users: Tensor, batch_idx: int) -> None:
-        self._eval_step(self.val_evaluator, users)
+        self._eval_step(self.val_evaluator, users, "valid")
 
     def on_validation_epoch_end(self) -> None:
         if not self._parts:
@@ -200,7 +189,7 @@ class CFModule(L.LightningModule):
                      " ".join(f"{k}={means[k]:.4f}" for k in ("recall@20", "ndcg@20") if k in means))
 
     def test_step(self, users: Tensor, batch_idx: int) -> None:
-        self._eval_step(self.test_evaluator, users)
+        self._eval_step(self.test_evaluator, users, "test")
 
     def on_test_epoch_end(self) -> None:
         self.test_users, self.test_per_user = self._gather()

@@ -1,0 +1,70 @@
+"""Interaction sequences for sequential recommendation: leave-one-out by time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from bench.datasets.base import CFSplits, CSR, Interactions
+from bench.errors import ConfigError
+
+
+@dataclass
+class Sequences:
+    """Each user's training items in time order, plus the validation item.
+
+    Attributes:
+        items: (T,) items of all training sequences, user after user, oldest first.
+        indptr: (n_users + 1,) user u's sequence is ``items[indptr[u]:indptr[u + 1]]``.
+        valid_item: (n_users,) the second-to-last item (validation), -1 if none.
+        pair_end: (E,) for training pair e = (u, items[p]) with p > indptr[u], the
+            position p: its context is ``items[indptr[u]:p]``.
+    """
+
+    items: Tensor
+    indptr: Tensor
+    valid_item: Tensor
+    pair_end: Tensor
+
+
+def leave_one_out(data: Interactions) -> tuple[CFSplits, Sequences, Tensor]:
+    """Split every user's time-ordered interactions: last = test, second-to-last = valid,
+    the rest train (EVALUATION.md). Users with fewer than 3 interactions keep all of them
+    for training and are not evaluated. Ties in time are ordered by item id.
+
+    Returns:
+        (splits, sequences, train_pairs): per-user item sets for masking and targets, the
+        ordered sequences, and the (E, 2) next-item training pairs (user, item at p > start).
+    """
+    if data.train_timestamps is None:
+        raise ConfigError(f"task=seq needs timestamps; data set '{data.name}' has none: use dataset=ml100k-seq "
+                          "or a custom file with a timestamp column")
+    pairs = torch.cat([data.train, data.test])
+    times = torch.cat([data.train_timestamps, data.test_timestamps]).double()
+    order = torch.from_numpy(np.lexsort((pairs[:, 1].numpy(), times.numpy(), pairs[:, 0].numpy())))
+    pairs = pairs[order]
+    n_users, n_items = data.n_users, data.n_items
+    counts = torch.bincount(pairs[:, 0], minlength=n_users)
+    starts = torch.cumsum(counts, 0) - counts
+    rank_from_end = (starts + counts)[pairs[:, 0]] - 1 - torch.arange(pairs.shape[0])  # 0 = last
+    evaluated = counts[pairs[:, 0]] >= 3
+    is_test = evaluated & (rank_from_end == 0)
+    is_valid = evaluated & (rank_from_end == 1)
+    train = pairs[~(is_test | is_valid)]
+    train_counts = torch.bincount(train[:, 0], minlength=n_users)
+    indptr = torch.zeros(n_users + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(train_counts, 0)
+    valid_item = torch.full((n_users,), -1, dtype=torch.int64)
+    valid_item[pairs[is_valid, 0]] = pairs[is_valid, 1]
+    position = torch.arange(train.shape[0])
+    has_context = position > indptr[train[:, 0]]
+    sequences = Sequences(items=train[:, 1].contiguous(), indptr=indptr, valid_item=valid_item,
+                          pair_end=position[has_context])
+    splits = CFSplits(name=data.name, n_users=n_users, n_items=n_items,
+                      train=CSR.from_pairs(torch.unique(train, dim=0), n_users, n_items),
+                      valid=CSR.from_pairs(pairs[is_valid], n_users, n_items),
+                      test=CSR.from_pairs(pairs[is_test], n_users, n_items))
+    return splits, sequences, train[has_context]

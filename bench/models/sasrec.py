@@ -1,0 +1,150 @@
+"""SASRec: causal self-attention over a user's item history (Kang & McAuley, ICDM 2018)."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bench.errors import ConfigError
+from bench.models import MODELS
+from bench.losses.base import LossBatch
+from bench.models.base import _GATHER_COST_IN_MACS, EmbeddingModel
+
+
+@MODELS.register("sasrec")
+class SASRec(EmbeddingModel):
+    r"""The state after a history :math:`(i_1, ..., i_t)` (its last ``max_len`` items) is
+    :math:`h_t = \mathrm{LN}(\mathrm{Transformer}_{causal}(E_{i} \sqrt{d} + P)[t])`; the
+    score of item j is :math:`f(h_t, e_j)` with the item table shared between input and output.
+
+    Training pairs are (history up to t, item t+1); evaluation scores each user's state
+    after the training history (validation) or training + validation history (test).
+
+    Args:
+        n_users, n_items: sizes. dim: d. max_len: history window. layers, heads: transformer.
+        dropout: in training. score: "dot" (SASRec's) or "cosine".
+    """
+
+    tasks = ("seq",)
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 64, max_len: int = 50, layers: int = 2,
+                 heads: int = 1, dropout: float = 0.2, score: str = "dot", chunk: int = 1024,
+                 name: str = "sasrec") -> None:
+        super().__init__(n_users, n_items, score)
+        if max_len < 1 or dim % heads:
+            raise ConfigError(f"model.max_len must be >= 1 and model.dim divisible by model.heads (got {max_len}, {dim}, {heads})")
+        self.max_len, self.heads, self.chunk, self.pad = int(max_len), int(heads), int(chunk), n_items
+        self.item_emb = nn.Embedding(n_items + 1, dim, padding_idx=n_items)
+        self.pos_emb = nn.Embedding(max_len, dim)
+        self.dropout = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=dim, dropout=dropout, batch_first=True,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        nn.init.xavier_normal_(self.item_emb.weight)
+        with torch.no_grad():
+            self.item_emb.weight[self.pad].zero_()
+        for name_ in ("seq_items", "seq_indptr", "valid_item", "pair_end"):
+            self.register_buffer(name_, torch.zeros(0, dtype=torch.long), persistent=False)
+
+    def bind(self, data) -> None:
+        seq = getattr(data, "sequences", None)
+        if seq is None:
+            raise ConfigError("model=sasrec needs item sequences: use task=seq")
+        # per-pair state (SONG@K) is indexed by the target's position in the sequences
+        data.n_pairs = int(seq.items.numel())
+        device = self.item_emb.weight.device
+        self.seq_items, self.seq_indptr = seq.items.to(device), seq.indptr.to(device)
+        self.valid_item, self.pair_end = seq.valid_item.to(device), seq.pair_end.to(device)
+
+    # histories ----------------------------------------------------------------------
+    def _window(self, starts: Tensor, ends: Tensor, extra: Tensor | None = None) -> Tensor:
+        """(B, L) item ids of items[starts:ends] (+ one extra last item), right-aligned, padded left."""
+        L = self.max_len
+        take = L if extra is None else L - 1
+        idx = ends[:, None] - take + torch.arange(take, device=ends.device)
+        ok = idx >= starts[:, None]
+        window = torch.where(ok, self.seq_items[idx.clamp(min=0)], torch.full_like(idx, self.pad))
+        if extra is not None:
+            last = torch.where(extra >= 0, extra, torch.full_like(extra, self.pad))
+            window = torch.cat([window, last[:, None]], dim=1)
+            # a user without a validation item: shift so the real history stays last
+            missing = extra < 0
+            if missing.any():
+                window[missing] = self._window(starts[missing], ends[missing])
+        return window
+
+    def encode(self, window: Tensor) -> Tensor:
+        """(B, L) right-aligned histories -> (B, d) states after their last item."""
+        return self.encode_all(window)[:, -1]
+
+    def encode_all(self, window: Tensor) -> Tensor:
+        """(B, L) right-aligned histories -> (B, L, d) states after each position (causal)."""
+        L = window.shape[1]
+        x = self.item_emb(window) * math.sqrt(self.item_emb.embedding_dim) + self.pos_emb.weight[-L:]
+        x = self.dropout(x)
+        pad = window == self.pad
+        # causal, and padded keys hidden; each position may always see itself, so that no
+        # attention row is empty (an all-masked row would put NaN into later layers)
+        future = torch.triu(torch.ones(L, L, dtype=torch.bool, device=window.device), diagonal=1)
+        eye = torch.eye(L, dtype=torch.bool, device=window.device)
+        mask = future.unsqueeze(0) | (pad.unsqueeze(1) & ~eye.unsqueeze(0))
+        mask = mask.repeat_interleave(self.heads, dim=0)
+        return self.norm(self.encoder(x, mask=mask))
+
+    def user_states(self, users: Tensor, stage: str = "valid") -> Tensor:
+        """(B, d) states after each user's training history (+ validation item at test)."""
+        starts, ends = self.seq_indptr[users], self.seq_indptr[users + 1]
+        extra = self.valid_item[users] if stage == "test" else None
+        return self.encode(self._window(starts, ends, extra))
+
+    # scoring ------------------------------------------------------------------------
+    def _items(self) -> Tensor:
+        return self._normalise(self.item_emb.weight[: self.n_items])
+
+    def embeddings(self) -> tuple[Tensor, Tensor]:
+        users = torch.arange(self.n_users, device=self.item_emb.weight.device)
+        return torch.cat([self.user_states(part) for part in users.split(self.chunk)]), self.item_emb.weight[: self.n_items]
+
+    def score_items(self, users: Tensor, items: Tensor) -> Tensor:
+        h = self._normalise(self.user_states(users))
+        return torch.bmm(self._items()[items], h.unsqueeze(-1)).squeeze(-1)
+
+    def score_users(self, users: Tensor) -> Tensor:
+        return self._normalise(self.user_states(users)) @ self._items().T
+
+    @torch.no_grad()
+    def full_scorer(self, stage: str = "valid") -> Callable[[Tensor], Tensor]:
+        items_t = self._items().T.contiguous()
+        return lambda users: torch.cat([self._normalise(self.user_states(part, stage)) @ items_t
+                                        for part in users.split(self.chunk)])
+
+    def training_batch(self, rows: Tensor, sample_negatives: Callable[[Tensor], Tensor]) -> LossBatch:
+        """``rows`` hold users: each contributes its last ``max_len`` next-item pairs (the
+        window SASRec trains on), all positions encoded in one causal pass."""
+        users = rows[:, 0]
+        starts, ends = self.seq_indptr[users], self.seq_indptr[users + 1]
+        L = self.max_len
+        idx = ends[:, None] - (L + 1) + torch.arange(L + 1, device=users.device)  # inputs then the last target
+        ok = idx >= starts[:, None]
+        seq = torch.where(ok, self.seq_items[idx.clamp(min=0)], torch.full_like(idx, self.pad))
+        inputs, targets, target_pos = seq[:, :-1], seq[:, 1:], idx[:, 1:]
+        states = self.encode_all(inputs)  # (B, L, d)
+        valid = ok[:, :-1]  # the input is real, hence so is the target after it
+        h = self._normalise(states[valid])
+        pair_users = users[:, None].expand_as(inputs)[valid]
+        items, pair_ids = targets[valid], target_pos[valid]
+        negatives = sample_negatives(pair_users)
+        table = self._items()
+        listed = torch.cat([items.unsqueeze(1), negatives], dim=1)
+        if listed.shape[1] * _GATHER_COST_IN_MACS >= self.n_items:
+            scores = (h @ table.T).gather(1, listed)
+        else:
+            scores = torch.bmm(table[listed], h.unsqueeze(-1)).squeeze(-1)
+        h_fixed, table_fixed = h.detach(), table.detach()
+        return LossBatch(pos=scores[:, 0], neg=scores[:, 1:], users=pair_users, items=items, negatives=negatives,
+                         pair_ids=pair_ids, full_scores=lambda r: h_fixed[r] @ table_fixed.T)
