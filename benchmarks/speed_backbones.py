@@ -1,0 +1,89 @@
+"""Training-step time of the backbones on the same batches.
+
+(1) LightGCN (2 layers) and XSimGCL vs MF on a CF data set (default Gowalla), SL with
+    N = 1000 negatives, the same pre-sampled batches; (2) one SASRec epoch on a
+    timestamped data set (default ml100k-seq).
+
+    BENCH_DATA_DIR=../shared/data python benchmarks/speed_backbones.py [--dataset gowalla] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+
+from bench.datasets import IRBenchmark, split_validation
+from bench.losses import build as build_loss
+from bench.models import MODELS
+from bench.sampling import make_generator
+from bench.tasks.cf import _NEGATIVES, CFDataModule, CFModule
+from tests.helpers import make_cfg
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="gowalla")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seq-dataset", default="ml100k-seq")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu")
+
+    data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
+    dm = CFDataModule(split_validation(data, 0.1, 0), seed=0)
+    sampler = dm.train_dataloader().sampler
+    sampler.set_epoch(0)
+    rows_list = [dm.train_dataloader().dataset[idx] for _, idx in zip(range(args.steps), sampler)]
+    negs = [dm.sampler.sample(r[:, 0], 1000, make_generator("cpu", 0, 0, b, _NEGATIVES)) for b, r in enumerate(rows_list)]
+    setups = {}
+    for name in ("mf", "lightgcn", "xsimgcl"):
+        L.seed_everything(0, verbose=False)
+        model = MODELS.get(name)(dm.splits.n_users, dm.splits.n_items, name=name)
+        model.bind(dm.train_data())
+        setups[name] = (model, build_loss("sl", tau=0.1), torch.optim.Adam(model.parameters(), lr=0.01))
+
+    def run(name: str) -> float:
+        model, loss, opt = setups[name]
+        t0 = time.perf_counter()
+        for rows, neg in zip(rows_list, negs):
+            opt.zero_grad(set_to_none=True)
+            batch = model.training_batch(rows, lambda users, neg=neg: neg)
+            value = loss(batch)
+            extra = model.extra_loss(batch.users, batch.items)
+            (value if extra is None else value + extra).backward()
+            opt.step()
+        return (time.perf_counter() - t0) / len(rows_list)
+
+    for name in setups:
+        run(name)
+    times = {name: statistics.median(run(name) for _ in range(args.rounds)) for name in setups}
+    steps_per_epoch = len(dm.train_dataloader())
+    print(f"\n{args.dataset}: {dm.splits.n_users} users x {dm.splits.n_items} items, {steps_per_epoch} batches/epoch")
+    print("| backbone | ms / step | relative to MF | projected epoch (s) |\n|---|---|---|---|")
+    for name, t in times.items():
+        print(f"| {name} | {1000 * t:.0f} | {t / times['mf']:.2f}x | {t * steps_per_epoch:.0f} |")
+
+    # SASRec: one real epoch through the pipeline ------------------------------------------
+    cfg = make_cfg(["task=seq", "model=sasrec", f"dataset={args.seq_dataset}", "loss=sl", "logger=none",
+                    "trainer.max_epochs=1", "trainer.accelerator=cpu", "+trainer.limit_val_batches=0"], "/tmp/bench-speed")
+    seq_data = instantiate(cfg.dataset).load()
+    seq_dm = instantiate(cfg.task).datamodule(seq_data, seed=0)
+    model = instantiate(cfg.model, n_users=seq_dm.splits.n_users, n_items=seq_dm.splits.n_items)
+    module = CFModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seq_dm, seed=0)
+    trainer = L.Trainer(max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                        use_distributed_sampler=False, num_sanity_val_steps=0)
+    t0 = time.perf_counter()
+    trainer.fit(module, datamodule=seq_dm)
+    print(f"\nSASRec, one epoch on {args.seq_dataset} ({seq_dm.splits.n_users} users, "
+          f"{len(seq_dm.train_dataloader())} batches of {seq_dm.batch_size} users): {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
