@@ -19,6 +19,19 @@ from bench.run import CHECKPOINT_DIR, RUN_CONFIG_FILE, format_metrics_table, tra
 
 log = logging.getLogger("bench")
 
+#: the repository's conf/ (absolute: under ``python -m`` a relative path would be read as a package)
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The app's config for these overrides, outside the command line (scripts, notebooks,
+    tests). Set ``output_dir`` among the overrides: it otherwise refers to Hydra's run dir."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
 
 def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
     """The saved config of ``run_dir`` and its last checkpoint."""
@@ -85,10 +98,6 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
     print(format_metrics_table(results["test"], ks))
     print(f"results: {Path(cfg.output_dir).resolve() / RESULTS_FILE}")
     return results
-
-
-#: the repository's conf/ (absolute: under ``python -m`` a relative path would be read as a package)
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")

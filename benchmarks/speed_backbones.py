@@ -18,12 +18,12 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 
+from bench.app import compose
 from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
 from bench.models import MODELS
 from bench.sampling import make_generator
 from bench.tasks.cf import _NEGATIVES, CFDataModule, CFModule
-from tests.helpers import make_cfg
 
 
 def main() -> None:
@@ -70,8 +70,8 @@ def main() -> None:
         print(f"| {name} | {1000 * t:.0f} | {t / times['mf']:.2f}x | {t * steps_per_epoch:.0f} |")
 
     # SASRec: one real epoch through the pipeline ------------------------------------------
-    cfg = make_cfg(["task=seq", "model=sasrec", f"dataset={args.seq_dataset}", "loss=sl", "logger=none",
-                    "trainer.max_epochs=1", "trainer.accelerator=cpu", "+trainer.limit_val_batches=0"], "/tmp/bench-speed")
+    cfg = compose(["task=seq", "model=sasrec", f"dataset={args.seq_dataset}", "loss=sl", "logger=none",
+                   "output_dir=/tmp/bench-speed"])
     seq_data = instantiate(cfg.dataset).load()
     seq_dm = instantiate(cfg.task).datamodule(seq_data, seed=0)
     model = instantiate(cfg.model, n_users=seq_dm.splits.n_users, n_items=seq_dm.splits.n_items)

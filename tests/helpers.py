@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from bench.app import CONFIG_DIR
+from bench.app import compose
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,8 +22,7 @@ TINY = [
 
 
 def make_cfg(overrides: list[str], output_dir: Path) -> DictConfig:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=[*overrides, f"output_dir={output_dir}"])
+    return compose([*overrides, f"output_dir={output_dir}"])
 
 
 def run_cli(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
