@@ -21,7 +21,7 @@ import time
 import lightning as L
 import torch
 
-from bench.datasets import IRBenchmark
+from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
 from bench.losses.base import LossBatch
 from bench.models import MF
@@ -58,7 +58,7 @@ def main() -> None:
     print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
 
     data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
-    dm = CFDataModule(data, seed=0)
+    dm = CFDataModule(split_validation(data, 0.1, 0), seed=0)
     n_batches = len(dm.train_dataloader()) if args.batches <= 0 else min(args.batches, len(dm.train_dataloader()))
     print(f"{args.dataset}: {dm.splits.n_users} users x {dm.splits.n_items} items, "
           f"{dm.splits.train.nnz} training pairs; timing {n_batches} batches of 1024 x {args.negatives} negatives")

@@ -22,7 +22,7 @@ import time
 import lightning as L
 import torch
 
-from bench.datasets import IRBenchmark
+from bench.datasets import IRBenchmark, split_validation
 from bench.losses import LossBatch, TrainData
 from bench.losses import build as build_loss
 from bench.models import MF
@@ -53,7 +53,7 @@ def main() -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
-    dm = CFDataModule(data, seed=0)
+    dm = CFDataModule(split_validation(data, 0.1, 0), seed=0)
     splits = dm.splits
     train_data = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
                            n_pairs=len(dm.train_pairs))

@@ -76,6 +76,7 @@ class _FixedModel:
 
     def __init__(self, scores):
         self.scores = scores
+        self.n_items = scores.shape[1]
 
     def score_items(self, users, items):
         return self.scores[users.unsqueeze(1), items]
@@ -106,11 +107,17 @@ def test_sampled_estimator_never_exceeds_the_exact_kth_score(seed):
     negatives = torch.where(pos_mask.gather(1, negatives), (negatives + 1) % n_items, negatives)  # roughly non-positive
     for k in (1, 3, 5, 20, n_items + 5):
         exact = build_estimator("exact").estimate(model, users, None, k)
+        dense = None
         for positives_mode in ("p90", "all"):
-            est = build_estimator("sampled", positives=positives_mode)
-            est.bind(data)
-            got = est.estimate(model, users, negatives, k)
-            assert (got <= exact).all(), (k, positives_mode)
+            for path in ("dense", "sparse"):
+                est = build_estimator("sampled", positives=positives_mode, path=path)
+                est.bind(data)
+                got = est.estimate(model, users, negatives, k)
+                assert (got <= exact).all(), (k, positives_mode, path)
+                if path == "dense":
+                    dense = got
+                else:
+                    assert torch.equal(got, dense)  # two computations of the same set statistic
         if k > n_items:
             assert torch.isinf(exact).all() and (exact < 0).all()
 
@@ -125,11 +132,12 @@ def test_sampling_with_replacement_without_dedup_overestimates():
     exact = build_estimator("exact").estimate(model, torch.tensor([0]), None, 2)
     raw = build_estimator("sampled", dedup=False)
     raw.bind(data)
-    safe = build_estimator("sampled")
-    safe.bind(data)
     assert exact.item() == 8.0
     assert raw.estimate(model, torch.tensor([0]), negatives, 2).item() == 9.0  # overestimates
-    assert safe.estimate(model, torch.tensor([0]), negatives, 2).item() == 4.0  # items 0, 5 (score 4)
+    for path in ("dense", "sparse"):
+        safe = build_estimator("sampled", path=path)
+        safe.bind(data)
+        assert safe.estimate(model, torch.tensor([0]), negatives, 2).item() == 4.0  # items 0, 5 (score 4)
 
 
 def test_slk_refreshes_beta_on_schedule_and_equals_sl_when_k_exceeds_the_catalogue():

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from bench.errors import ConfigError
 from bench.thresholds import ESTIMATORS
+from bench.models.base import _GATHER_COST_IN_MACS
 from bench.thresholds.base import ThresholdEstimator, kth_largest, mask_duplicates
 
 
@@ -25,13 +26,19 @@ class SampledEstimator(ThresholdEstimator):
             "all" uses every positive (tighter, same safety).
         dedup: drop repeated negatives (False reproduces the reference code, which can
             overestimate when sampling with replacement).
+        path: "dense" scores full rows and masks them to the sampled set; "sparse" scores
+            the sampled items and drops repeats by sorting; "auto" picks by cost (same
+            result either way).
     """
 
     safe = True
 
-    def __init__(self, positives: str = "p90", dedup: bool = True) -> None:
+    def __init__(self, positives: str = "p90", dedup: bool = True, path: str = "auto") -> None:
         if positives not in ("p90", "all"):
             raise ConfigError(f"unknown estimator positives '{positives}'; use p90 or all")
+        if path not in ("auto", "dense", "sparse"):
+            raise ConfigError(f"unknown estimator path '{path}'; use auto, dense or sparse")
+        self.path = path
         self.positives = positives
         self.dedup = dedup
         self.safe = dedup
@@ -56,9 +63,21 @@ class SampledEstimator(ThresholdEstimator):
             raise RuntimeError("bind() the estimator to the training data first")
         pos_items, valid = self._train_on(users.device).padded_rows(users, self.cap)
         items = torch.cat([pos_items, negatives], dim=1)
+        dense = self.path == "dense" or (self.path == "auto" and items.shape[1] * _GATHER_COST_IN_MACS >= model.n_items)
+        if self.dedup and dense:
+            # many samples per row: score the full rows once and keep the sampled set as a
+            # membership mask; a set has no duplicates, and no (B, P+N) sort is needed
+            rows = torch.arange(users.numel(), device=users.device)
+            member = torch.zeros(users.numel(), model.n_items, dtype=torch.bool, device=users.device)
+            member[rows[:, None].expand_as(negatives), negatives] = True
+            member[rows[:, None].expand_as(pos_items)[valid], pos_items[valid]] = True
+            scores = model.score_users(users).masked_fill(~member, float("-inf"))
+            return kth_largest(scores, k)
         scores = model.score_items(users, items)
         scores[:, : pos_items.shape[1]].masked_fill_(~valid, float("-inf"))
         if self.dedup:
-            # positives never repeat and are never negatives (the sampler excludes them)
-            scores = mask_duplicates(items, scores)
+            # padding slots get distinct negative ids, so they never hide a real item
+            pad_ids = -1 - torch.arange(pos_items.shape[1], device=users.device).expand_as(pos_items)
+            ids = torch.cat([torch.where(valid, pos_items, pad_ids), negatives], dim=1)
+            scores = mask_duplicates(ids, scores)
         return kth_largest(scores, k)
