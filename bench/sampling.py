@@ -29,6 +29,11 @@ def make_generator(device: torch.device | str, *keys: int) -> torch.Generator:
     return gen
 
 
+def negatives_generator(device: torch.device | str, seed: int, epoch: int, batch: int) -> torch.Generator:
+    """The generator of one training batch's negatives (the same in a resumed run)."""
+    return make_generator(device, seed, epoch, batch, _NEGATIVES)
+
+
 class PairBatchSampler(torch.utils.data.Sampler):
     """Yields index tensors of shuffled mini-batches; ``set_epoch`` picks the shuffle.
 

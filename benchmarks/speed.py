@@ -25,8 +25,8 @@ from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
 from bench.losses.base import LossBatch
 from bench.models import MF
-from bench.sampling import make_generator
-from bench.tasks.cf import _NEGATIVES, CFDataModule, CFModule
+from bench.sampling import negatives_generator
+from bench.tasks.cf import CFDataModule, CFModule
 
 
 def _status_mib(field: str) -> float:
@@ -112,7 +112,7 @@ def main() -> None:
         if b == n_batches:
             break
         pairs = dm.train_pairs[idx].to(device)
-        negs = dm.sampler.sample(pairs[:, 0], args.negatives, make_generator(device, 0, 0, b, _NEGATIVES))
+        negs = dm.sampler.sample(pairs[:, 0], args.negatives, negatives_generator(device, 0, 0, b))
         batches.append((pairs[:, 0], pairs[:, 1], negs))
 
     def bare() -> float:

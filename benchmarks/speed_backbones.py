@@ -22,8 +22,8 @@ from bench.app import compose
 from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
 from bench.models import MODELS
-from bench.sampling import make_generator
-from bench.tasks.cf import _NEGATIVES, CFDataModule, CFModule
+from bench.sampling import negatives_generator
+from bench.tasks.cf import CFDataModule, CFModule
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     sampler = dm.train_dataloader().sampler
     sampler.set_epoch(0)
     rows_list = [dm.train_dataloader().dataset[idx] for _, idx in zip(range(args.steps), sampler)]
-    negs = [dm.sampler.sample(r[:, 0], 1000, make_generator("cpu", 0, 0, b, _NEGATIVES)) for b, r in enumerate(rows_list)]
+    negs = [dm.sampler.sample(r[:, 0], 1000, negatives_generator("cpu", 0, 0, b)) for b, r in enumerate(rows_list)]
     setups = {}
     for name in ("mf", "lightgcn", "xsimgcl"):
         L.seed_everything(0, verbose=False)

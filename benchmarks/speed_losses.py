@@ -26,8 +26,8 @@ from bench.datasets import IRBenchmark, split_validation
 from bench.losses import LossBatch, TrainData
 from bench.losses import build as build_loss
 from bench.models import MF
-from bench.sampling import make_generator
-from bench.tasks.cf import _NEGATIVES, CFDataModule
+from bench.sampling import negatives_generator
+from bench.tasks.cf import CFDataModule
 
 LOSSES = {
     "sl": {"tau": 0.2},
@@ -64,7 +64,7 @@ def main() -> None:
         if b == args.steps:
             break
         rows = dm.train_dataloader().dataset[idx].to(device)
-        negs = dm.sampler.sample(rows[:, 0], 1000, make_generator(device, 0, 0, b, _NEGATIVES))
+        negs = dm.sampler.sample(rows[:, 0], 1000, negatives_generator(device, 0, 0, b))
         batches.append((rows[:, 0], rows[:, 1], rows[:, 2], negs))
     print(f"{args.dataset}: {splits.n_users} users x {splits.n_items} items; {len(batches)} batches of "
           f"{batches[0][0].numel()} pairs; device {device}, {torch.get_num_threads()} threads")

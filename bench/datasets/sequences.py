@@ -20,24 +20,21 @@ class Sequences:
         items: (T,) items of all training sequences, user after user, oldest first.
         indptr: (n_users + 1,) user u's sequence is ``items[indptr[u]:indptr[u + 1]]``.
         valid_item: (n_users,) the second-to-last item (validation), -1 if none.
-        pair_end: (E,) for training pair e = (u, items[p]) with p > indptr[u], the
-            position p: its context is ``items[indptr[u]:p]``.
     """
 
     items: Tensor
     indptr: Tensor
     valid_item: Tensor
-    pair_end: Tensor
 
 
-def leave_one_out(data: Interactions) -> tuple[CFSplits, Sequences, Tensor]:
+def leave_one_out(data: Interactions) -> tuple[CFSplits, Sequences]:
     """Split every user's time-ordered interactions: last = test, second-to-last = valid,
     the rest train (EVALUATION.md). Users with fewer than 3 interactions keep all of them
     for training and are not evaluated. Ties in time are ordered by item id.
 
     Returns:
-        (splits, sequences, train_pairs): per-user item sets for masking and targets, the
-        ordered sequences, and the (E, 2) next-item training pairs (user, item at p > start).
+        (splits, sequences): per-user item sets (masks and targets) and the ordered
+        training sequences.
     """
     if data.train_timestamps is None:
         raise ConfigError(f"task=seq needs timestamps; data set '{data.name}' has none: use dataset=ml100k-seq "
@@ -59,12 +56,9 @@ def leave_one_out(data: Interactions) -> tuple[CFSplits, Sequences, Tensor]:
     indptr[1:] = torch.cumsum(train_counts, 0)
     valid_item = torch.full((n_users,), -1, dtype=torch.int64)
     valid_item[pairs[is_valid, 0]] = pairs[is_valid, 1]
-    position = torch.arange(train.shape[0])
-    has_context = position > indptr[train[:, 0]]
-    sequences = Sequences(items=train[:, 1].contiguous(), indptr=indptr, valid_item=valid_item,
-                          pair_end=position[has_context])
+    sequences = Sequences(items=train[:, 1].contiguous(), indptr=indptr, valid_item=valid_item)
     splits = CFSplits(name=data.name, n_users=n_users, n_items=n_items,
                       train=CSR.from_pairs(torch.unique(train, dim=0), n_users, n_items),
                       valid=CSR.from_pairs(pairs[is_valid], n_users, n_items),
                       test=CSR.from_pairs(pairs[is_test], n_users, n_items))
-    return splits, sequences, train[has_context]
+    return splits, sequences

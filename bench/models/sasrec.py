@@ -48,7 +48,7 @@ class SASRec(EmbeddingModel):
         nn.init.xavier_normal_(self.item_emb.weight)
         with torch.no_grad():
             self.item_emb.weight[self.pad].zero_()
-        for name_ in ("seq_items", "seq_indptr", "valid_item", "pair_end"):
+        for name_ in ("seq_items", "seq_indptr", "valid_item"):
             self.register_buffer(name_, torch.zeros(0, dtype=torch.long), persistent=False)
 
     def bind(self, data) -> None:
@@ -59,7 +59,7 @@ class SASRec(EmbeddingModel):
         data.n_pairs = int(seq.items.numel())
         device = self.item_emb.weight.device
         self.seq_items, self.seq_indptr = seq.items.to(device), seq.indptr.to(device)
-        self.valid_item, self.pair_end = seq.valid_item.to(device), seq.pair_end.to(device)
+        self.valid_item = seq.valid_item.to(device)
 
     # histories ----------------------------------------------------------------------
     def _window(self, starts: Tensor, ends: Tensor, extra: Tensor | None = None) -> Tensor:

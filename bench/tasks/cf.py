@@ -16,11 +16,10 @@ from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
 from bench.losses.base import LossBatch, RecLoss, TrainData
 from bench.models.base import EmbeddingModel
-from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler, make_generator
+from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler, negatives_generator
 
 log = logging.getLogger(__name__)
 
-_NEGATIVES = 2
 
 
 class CFDataModule(L.LightningDataModule):
@@ -134,7 +133,7 @@ class CFModule(L.LightningModule):
         self.loss.on_train_epoch_start(self.current_epoch)
 
     def training_step(self, batch: Tensor, batch_idx: int) -> Tensor:
-        gen = make_generator(self.device, self.seed, self.current_epoch, batch_idx, _NEGATIVES)
+        gen = negatives_generator(self.device, self.seed, self.current_epoch, batch_idx)
         loss_batch = self.model.training_batch(batch, lambda users: self.sampler.sample(users, self.loss.n_negatives, gen))
         users, items = loss_batch.users, loss_batch.items
         loss = self.loss(loss_batch)

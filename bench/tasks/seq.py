@@ -24,7 +24,7 @@ class SeqTask:
     def datamodule(self, data, seed: int, **kwargs) -> CFDataModule:
         if not isinstance(data, Interactions):
             raise ConfigError(f"task=seq needs timestamped interactions, got a {type(data).__name__}")
-        splits, sequences, _ = leave_one_out(data)
+        splits, sequences = leave_one_out(data)
         # a training batch is users (each brings its window of next-item pairs)
         users = torch.nonzero(sequences.indptr[1:] - sequences.indptr[:-1] >= 2).squeeze(1)
         rows = torch.stack([users, torch.zeros_like(users)], 1)
