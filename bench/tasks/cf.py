@@ -6,8 +6,8 @@ import logging
 from typing import Any, Callable
 
 import lightning as L
-from lightning.pytorch.trainer.states import TrainerFn
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 from torch.utils.data import DataLoader
 
@@ -19,7 +19,6 @@ from bench.models.base import EmbeddingModel
 from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler, negatives_generator
 
 log = logging.getLogger(__name__)
-
 
 
 class CFDataModule(L.LightningDataModule):
