@@ -1,0 +1,59 @@
+"""``python -m bench.report``: compare losses across seeds, with paired tests against a baseline.
+
+    python -m bench.report multirun/2026-11-30/10-00-00 [more run or sweep dirs]
+        [--baseline sl] [--metrics recall@20 ndcg@20] [--out DIR]
+    python -m bench.report --wandb ENTITY/PROJECT [--filter config.dataset.name=health]
+
+One table per (dataset, model): rows = losses (and their variants), cells = mean ± CI
+half-width (n seeds), the best bold, the paper's value when the runs came from a paper
+experiment, and, with ``--baseline``, the relative change with significance marks.
+Writes ``report.md``, ``report.csv``, ``report.tex`` and the plots to ``--out``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench.report.plots import write_plots
+from bench.report.render import legend, to_latex, to_markdown
+from bench.report.runs import RunRecord, assign_labels, from_directories, from_wandb
+from bench.report.tables import build
+
+__all__ = ["Report", "make_report", "RunRecord", "from_directories", "from_wandb", "build"]
+
+
+@dataclass
+class Report:
+    table: pd.DataFrame
+    markdown: str
+    latex: str
+    notes: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def make_report(records: list[RunRecord], metrics: list[str], baseline: str | None = None, confidence: float = 0.95,
+                alpha: float = 0.05, correction: str = "holm", out_dir: Path | None = None,
+                plots: bool = True, plot_metric: str | None = None) -> Report:
+    """Build the tables (and write them with the plots when ``out_dir`` is given)."""
+    notes = assign_labels(records)
+    table, more = build(records, metrics, baseline, confidence, alpha, correction)
+    notes += more
+    text = legend(confidence, alpha, correction, baseline if table["baseline"].astype(bool).any() else None)
+    report = Report(table, to_markdown(table, text), to_latex(table, text), notes)
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, content in (("report.md", report.markdown), ("report.tex", report.latex),
+                              ("report.csv", table.to_csv(index=False))):
+            (out_dir / name).write_text(content)
+            report.files.append(out_dir / name)
+        if plots:
+            report.files += write_plots(records, out_dir, plot_metric or _ndcg_metric(metrics), confidence)
+    return report
+
+
+def _ndcg_metric(metrics: list[str]) -> str:
+    return next((m for m in metrics if m.startswith("ndcg@")), metrics[0])

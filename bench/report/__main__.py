@@ -1,0 +1,70 @@
+"""Command line of :mod:`bench.report`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.errors import BenchError
+from bench.report import __doc__ as DOC
+from bench.report import from_directories, from_wandb, make_report
+
+
+def _filters(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise BenchError(f"--filter {item!r}: use KEY=VALUE, e.g. config.dataset.name=health")
+        for cast in (int, float):
+            try:
+                value = cast(value)
+                break
+            except ValueError:
+                continue
+        out[key] = value
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=DOC,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", type=Path, help="run or sweep directories (searched recursively)")
+    parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read finished training runs from W&B instead")
+    parser.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                        help="W&B run filter, e.g. config.dataset.name=health (repeatable)")
+    parser.add_argument("--metrics", nargs="+", default=["recall@20", "ndcg@20"])
+    parser.add_argument("--baseline", help="row (loss name, or loss plus variant) to compare the others with")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the marks")
+    parser.add_argument("--correction", choices=["holm", "none"], default="holm",
+                        help="multiple-comparison correction over a table's rows (default holm)")
+    parser.add_argument("--out", type=Path, help="where to write report.md/.csv/.tex and the plots "
+                        "(default: the single path given, else ./report)")
+    parser.add_argument("--no-plots", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if bool(args.paths) == bool(args.wandb):
+            raise BenchError("give run/sweep directories or --wandb ENTITY/PROJECT (one of the two)")
+        if args.wandb:
+            records, notes = from_wandb(args.wandb, _filters(args.filter))
+        else:
+            records, notes = from_directories(args.paths)
+        if not records:
+            raise BenchError("no completed runs found" + (": " + "; ".join(notes) if notes else ""))
+        out = args.out or (args.paths[0] if len(args.paths) == 1 and args.paths[0].is_dir() else Path("report"))
+        report = make_report(records, args.metrics, args.baseline, args.confidence, args.alpha, args.correction,
+                             out_dir=out, plots=not args.no_plots)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.markdown)
+    for note in notes + report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print("written: " + ", ".join(str(p) for p in report.files), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""Markdown and LaTeX renderings of :func:`bench.report.tables.build`'s long table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bench.report.tables import SIG_MARKS
+
+
+def _num(x: float) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
+
+
+def _pct(x: float) -> str:
+    if x is None or math.isnan(x):
+        return "–"
+    pct = round(100 * x, 1) + 0.0  # + 0.0: no "-0.0%" from rounding noise
+    return f"{pct:+.1f}%"
+
+
+def _cell(r: pd.Series, pm: str, bold: tuple[str, str]) -> str:
+    text = f"{_num(r['mean'])} {pm} {_num(r['ci_half'])} ({int(r['n'])})" if r["n"] > 1 else \
+        f"{_num(r['mean'])} ({int(r['n'])})"
+    return f"{bold[0]}{text}{bold[1]}" if r["best"] else text
+
+
+def _marks(r: pd.Series) -> str:
+    return (SIG_MARKS["seed"] if r.get("sig_seed") is True else "") + \
+        (SIG_MARKS["user"] if r.get("sig_user") is True else "")
+
+
+def _layout(frame: pd.DataFrame):
+    """Per table: (title, metrics, row labels, {(row, metric): series}, baseline label, has paper)."""
+    for (task, dataset, model), t in frame.groupby(["task", "dataset", "model"], sort=False):
+        metrics = list(dict.fromkeys(t["metric"]))
+        rows = list(dict.fromkeys(t["row"]))
+        cells = {(r["row"], r["metric"]): r for _, r in t.iterrows()}
+        base = next((b for b in t["baseline"] if b), None)
+        title = f"{dataset} · {model}" + ("" if task == "cf" else f" ({task})")
+        yield title, metrics, rows, cells, base, bool(t["paper"].notna().any())
+
+
+def legend(confidence: float, alpha: float, correction: str, baseline: str | None) -> str:
+    text = (f"mean ± {confidence:.0%} CI half-width (n seeds), Student t over seeds; bold: best mean.")
+    if baseline:
+        adj = " after Holm correction over the rows of each table" if correction == "holm" else ""
+        text += (f" vs {baseline}: relative change of the mean; {SIG_MARKS['seed']} paired t-test across seeds, "
+                 f"{SIG_MARKS['user']} paired t-test and Wilcoxon signed-rank across test users (each user's metric "
+                 f"averaged over the shared seeds), two-sided, p < {alpha}{adj}; the sign gives the direction.")
+    return text
+
+
+def to_markdown(frame: pd.DataFrame, legend_text: str) -> str:
+    lines = []
+    for title, metrics, rows, cells, base, has_paper in _layout(frame):
+        head = ["loss", *metrics]
+        if has_paper:
+            head += [f"paper {m}" for m in metrics]
+        if base:
+            head += [f"vs {base}: {m}" for m in metrics]
+        lines += [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for row in rows:
+            cols = [row + (" (baseline)" if row == base else "")]
+            cols += [_cell(cells[(row, m)], "±", ("**", "**")) if (row, m) in cells else "–" for m in metrics]
+            if has_paper:
+                for m in metrics:
+                    r = cells.get((row, m))
+                    cols.append("–" if r is None or math.isnan(r["paper"]) else
+                                f"{_num(r['paper'])} ({_pct(r['paper_gap'])})")
+            if base:
+                for m in metrics:
+                    r = cells.get((row, m))
+                    cols.append("–" if r is None or row == base else f"{_pct(r['rel_change'])}{_marks(r)}")
+            lines.append("| " + " | ".join(cols) + " |")
+        lines.append("")
+    lines.append(legend_text)
+    return "\n".join(lines) + "\n"
+
+
+def _tex(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+                 ("$", r"\$"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
+        text = text.replace(a, b)
+    return text
+
+
+def to_latex(frame: pd.DataFrame, legend_text: str) -> str:
+    """One booktabs ``table`` per (dataset, model); needs ``\\usepackage{booktabs}``."""
+    out = []
+    marks = {SIG_MARKS["seed"]: r"$^{*}$", SIG_MARKS["user"]: r"$^{\dagger}$"}
+    for title, metrics, rows, cells, base, has_paper in _layout(frame):
+        head = ["loss", *metrics] + ([f"paper {m}" for m in metrics] if has_paper else []) + \
+            ([f"vs {base}: {m}" for m in metrics] if base else [])
+        out += [r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(title)}}}",
+                r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}", r"\toprule",
+                " & ".join(_tex(h) for h in head) + r" \\", r"\midrule"]
+        for row in rows:
+            cols = [_tex(row)]
+            for m in metrics:
+                r = cells.get((row, m))
+                cols.append("--" if r is None else _cell(r, r"$\pm$", (r"\textbf{", "}")))
+            if has_paper:
+                for m in metrics:
+                    r = cells.get((row, m))
+                    cols.append("--" if r is None or math.isnan(r["paper"]) else
+                                f"{_num(r['paper'])} ({_tex(_pct(r['paper_gap']))})")
+            if base:
+                for m in metrics:
+                    r = cells.get((row, m))
+                    if r is None or row == base:
+                        cols.append("--")
+                    else:
+                        cols.append(_tex(_pct(r["rel_change"])) + "".join(marks[c] for c in _marks(r)))
+            out.append(" & ".join(cols) + r" \\")
+        out += [r"\bottomrule", r"\end{tabular}", "", r"\smallskip", _tex(legend_text),
+                r"\end{table}", ""]
+    text = "\n".join(out)
+    # plain-ASCII LaTeX: no inputenc or font package needed for the symbols
+    for a, b in (("±", r"$\pm$"), ("†", r"$^{\dagger}$"), ("–", "--"), ("·", "/"), (" < ", r" $<$ ")):
+        text = text.replace(a, b)
+    return text

@@ -1,0 +1,115 @@
+"""The report's statistics: seed intervals, paired tests against a baseline, Holm.
+
+Two pairings, both two-sided (H0: no difference; the sign of the change gives the
+direction):
+
+* **across seeds**: the configuration's and the baseline's mean metric for each seed both
+  ran, paired by seed (``scipy.stats.ttest_rel``);
+* **across users**: each test user's metric averaged over the seeds both ran, paired by
+  user id (``ttest_rel`` and ``wilcoxon``). Users are the larger sample, so this test
+  sees smaller differences; it says nothing about seed-to-seed variation, which is why
+  the seed test and the seed CI stay next to it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from bench.report.runs import PerUser, RunRecord
+from bench.summary import t_interval
+
+NAN = math.nan
+
+
+@dataclass
+class Comparison:
+    """A configuration against the baseline on one metric (p-values before correction)."""
+
+    rel_change: float
+    seeds: tuple[int, ...]
+    p_seed_t: float
+    n_users: int
+    mean_user_diff: float
+    p_user_t: float
+    p_user_wilcoxon: float
+
+
+def seed_values(runs: list[RunRecord], metric: str) -> dict[int, float]:
+    return {r.seed: r.test[metric] for r in runs if metric in r.test}
+
+
+def interval(runs: list[RunRecord], metric: str, confidence: float = 0.95) -> dict[str, float]:
+    """n, mean, std and the Student-t CI of the metric over the runs' seeds."""
+    return t_interval(seed_values(runs, metric).values(), confidence)
+
+
+def paired_seed_test(a: dict[int, float], b: dict[int, float]) -> tuple[tuple[int, ...], float]:
+    """Paired t-test of a vs b over the seeds both have: (seeds, two-sided p; NaN if < 2 seeds)."""
+    seeds = tuple(sorted(set(a) & set(b)))
+    if len(seeds) < 2:
+        return seeds, NAN
+    x, y = np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])
+    if np.all(x == y):
+        return seeds, 1.0
+    return seeds, float(stats.ttest_rel(x, y).pvalue)
+
+
+def seed_averaged_users(per_seed: list[PerUser], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(users, mean over seeds of each user's metric), over users present in every seed."""
+    users = per_seed[0][0]
+    for u, _ in per_seed[1:]:
+        users = np.intersect1d(users, u)
+    users = np.unique(users)
+    acc = np.zeros(users.size)
+    for u, vals in per_seed:
+        order = np.argsort(u)
+        acc += vals[metric][order][np.searchsorted(u[order], users)]
+    return users, acc / len(per_seed)
+
+
+def paired_user_tests(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Two-sided paired t-test and Wilcoxon signed-rank p-values of x vs y (aligned users)."""
+    d = x - y
+    if d.size < 2 or np.all(d == 0):
+        return (1.0, 1.0) if d.size >= 2 else (NAN, NAN)
+    p_t = float(stats.ttest_rel(x, y).pvalue)
+    p_w = float(stats.wilcoxon(x, y).pvalue)
+    return p_t, p_w
+
+
+def compare(runs: list[RunRecord], base: list[RunRecord], metric: str) -> Comparison:
+    """``runs`` (one configuration, several seeds) against the baseline's runs on ``metric``."""
+    a, b = seed_values(runs, metric), seed_values(base, metric)
+    mean_a, mean_b = np.mean(list(a.values())), np.mean(list(b.values()))
+    rel = float((mean_a - mean_b) / mean_b) if mean_b else NAN
+    seeds, p_seed = paired_seed_test(a, b)
+    n_users, diff, p_t, p_w = 0, NAN, NAN, NAN
+    if seeds:
+        by_seed_a = {r.seed: r for r in runs}
+        by_seed_b = {r.seed: r for r in base}
+        pa = [by_seed_a[s].load_per_user() for s in seeds]
+        pb = [by_seed_b[s].load_per_user() for s in seeds]
+        if all(p is not None and metric in p[1] for p in pa + pb):
+            ua, xa = seed_averaged_users(pa, metric)
+            ub, xb = seed_averaged_users(pb, metric)
+            common, ia, ib = np.intersect1d(ua, ub, return_indices=True)
+            x, y = xa[ia], xb[ib]
+            n_users, diff = int(common.size), float(np.mean(x - y)) if common.size else NAN
+            p_t, p_w = paired_user_tests(x, y)
+    return Comparison(rel, seeds, p_seed, n_users, diff, p_t, p_w)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (NaNs are left out of the family and stay NaN)."""
+    idx = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
+    m = len(idx)
+    out = [NAN] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda j: pvalues[j])):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
