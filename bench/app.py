@@ -14,6 +14,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from bench.errors import BenchError, find_user_error
+from bench.experiments import apply_per_loss
 from bench.results import RESULTS_FILE, read_json, write_json
 from bench.run import CHECKPOINT_DIR, RUN_CONFIG_FILE, format_metrics_table, train_and_test
 
@@ -30,7 +31,7 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+        return apply_per_loss(hydra_compose(config_name="config", overrides=list(overrides)), overrides)
 
 
 def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
@@ -78,6 +79,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
             cfg, resume_ckpt = _resume_target(cfg.resume)
             log.info("resuming %s from %s", cfg.output_dir, resume_ckpt)
             overrides = []
+        else:
+            apply_per_loss(cfg, overrides)
         results = train_and_test(cfg, overrides=overrides, resume_checkpoint=resume_ckpt)
     except Exception as exc:
         _record_failure(cfg, overrides, exc)
