@@ -103,6 +103,18 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
     return results
 
 
+def multirun_flag_first(argv: list[str]) -> list[str]:
+    """``argv`` with ``-m``/``--multirun`` moved before the overrides.
+
+    Hydra's argument parser takes the overrides as one positional list, so a flag between
+    two overrides (``loss=slk -m seed=0,1``) would otherwise be an error.
+    """
+    flags = [a for a in argv[1:] if a in ("-m", "--multirun")]
+    if not flags:
+        return list(argv)
+    return [argv[0], flags[0], *[a for a in argv[1:] if a not in ("-m", "--multirun")]]
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def main(cfg: DictConfig) -> Any:
     return run_job(cfg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import netrc
 import os
@@ -10,11 +11,46 @@ from typing import Any
 
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
 WANDB_HOST = "api.wandb.ai"
+
+#: overrides that do not make a configuration of their own in a W&B group name (the group
+#: already names dataset, model and loss; seeds of one configuration must share a group)
+NOT_A_VARIANT = ("seed", "dataset", "model", "loss", "task", "logger", "experiment", "output_dir", "data_dir",
+                 "cache_dir", "resume", "trainer.accelerator", "trainer.devices", "trainer.strategy",
+                 "trainer.num_nodes")
+
+
+MAX_VARIANT_CHARS = 64
+
+
+def run_variant(overrides: list[str] | None = None) -> str:
+    """The run's command-line overrides that change its configuration beyond dataset, model
+    and loss (``loss.tau=0.1``), as ``-key=value`` suffixes; "" when none; a 10-hex digest
+    of them when longer than 64 characters (the resolved config keeps every value).
+
+    Without ``overrides``, reads those of the current Hydra job (none outside Hydra).
+    """
+    if overrides is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    kept = sorted(o.lstrip("+~") for o in overrides
+                  if "=" in o and not o.lstrip("+~").split("=", 1)[0].startswith(("hydra", "logger."))
+                  and o.lstrip("+~").split("=", 1)[0] not in NOT_A_VARIANT)
+    suffix = "".join(f"-{o}" for o in kept)
+    if len(suffix) > MAX_VARIANT_CHARS:  # W&B caps group names; a digest still tells configurations apart
+        suffix = "-" + hashlib.sha1(suffix.encode()).hexdigest()[:10]
+    return suffix
+
+
+if not OmegaConf.has_resolver("bench_variant"):
+    # ${bench_variant:} in conf/logger/wandb.yaml: seeds of one configuration share a W&B group,
+    # and a sweep over loss.tau does not pool different taus into one
+    OmegaConf.register_new_resolver("bench_variant", lambda: run_variant())
 
 
 def _has_wandb_credentials() -> bool:

@@ -162,5 +162,7 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
             # test metrics in the run summary; finish so the next job of a sweep opens its own run
             lg.experiment.summary.update({f"test/{k}": v for k, v in test_means.items()})
             lg.experiment.summary.update({"best_epoch": best_row.get("epoch"), "status": "completed"})
+            # per-user vectors, for `bench.report --wandb`'s paired per-user tests
+            lg.experiment.save(str(out / PER_USER_FILE), base_path=str(out), policy="now")
             lg.experiment.finish()
     return results

@@ -145,14 +145,25 @@ class SeedSummaryCallback(Callback):
         print(markdown)
         print(f"seed summary: {root / 'summary.md'} and {root / 'summary.csv'}")
         if "wandb" in (config.get("logger") or {}) and len(summary):
-            _log_summary_to_wandb(config, summary)
+            _log_summary_to_wandb(config, runs, summary)
         bad = runs[runs["status"] != "completed"] if len(runs) else runs
         if len(bad):
             print(f"{len(bad)} of {len(runs)} jobs did not complete; see the list above", file=sys.stderr)
             sys.exit(1)
 
 
-def _log_summary_to_wandb(config: DictConfig, summary: pd.DataFrame) -> None:
+def wandb_summary_fields(summary: pd.DataFrame) -> dict[str, float]:
+    """Flat W&B summary fields of one configuration: ``<metric>/{mean,std,ci_low,ci_high,ci_half,n}``."""
+    fields: dict[str, float] = {}
+    for r in summary.itertuples():
+        for stat in ("mean", "std", "ci_low", "ci_high", "ci_half", "n"):
+            fields[f"{r.metric}/{stat}"] = getattr(r, stat)
+    return fields
+
+
+def _log_summary_to_wandb(config: DictConfig, runs: pd.DataFrame, summary: pd.DataFrame) -> None:
+    """One ``job_type=summary`` run per configuration, in the W&B group of its seeds: the CI
+    table (``seed_summary``) and per-metric fields (``ndcg@20/mean``, ``ndcg@20/ci_low``, ...)."""
     try:
         import wandb
 
@@ -160,10 +171,23 @@ def _log_summary_to_wandb(config: DictConfig, summary: pd.DataFrame) -> None:
 
         spec = config.logger.wandb
         mode, _ = resolve_wandb_mode(spec.get("mode", "auto"))
-        run = wandb.init(project=spec.project, entity=spec.get("entity"), job_type="summary",
-                         name=f"summary-{Path(config.hydra.sweep.dir).name}", mode=mode,
-                         dir=str(config.hydra.sweep.dir), reinit=True)
-        run.log({"seed_summary": wandb.Table(dataframe=summary)})
-        run.finish()
+        done = runs[runs["status"] == "completed"]
+        for cfg_key, group in summary.groupby("config", sort=True):
+            members = done[done["config"] == cfg_key]
+            first = read_json(Path(members["dir"].iloc[0]) / RESULTS_FILE)["config"]
+            wb = (first.get("logger") or {}).get("wandb") or {}
+            run_group = wb.get("group") or cfg_key
+            table = group.drop(columns=["config"]).assign(configuration=cfg_key, group=run_group)
+            run = wandb.init(project=spec.project, entity=spec.get("entity"), job_type="summary", group=run_group,
+                             name=f"summary-{run_group}", mode=mode, dir=str(config.hydra.sweep.dir), reinit=True,
+                             tags=["summary", *[t for t in wb.get("tags", []) if not str(t).startswith("seed")]],
+                             config={"configuration": cfg_key, "dataset": (first.get("dataset") or {}).get("name"),
+                                     "model": (first.get("model") or {}).get("name"),
+                                     "loss": (first.get("loss") or {}).get("name"),
+                                     "seeds": sorted(int(x) for x in members["seed"].dropna()),
+                                     "sweep_dir": str(config.hydra.sweep.dir)})
+            run.log({"seed_summary": wandb.Table(dataframe=table)})
+            run.summary.update(wandb_summary_fields(group))
+            run.finish()
     except Exception as exc:  # the summary files are written already; W&B is a bonus
         log.warning("could not log the seed summary to W&B: %s", exc)

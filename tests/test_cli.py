@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 
+from bench.loggers import run_variant
 from tests.helpers import TINY, read_wandb_offline_run, run_cli
 
 TINY_CLI = [*TINY, "trainer.max_epochs=2", "logger=none"]
@@ -52,7 +53,8 @@ def test_default_run_prints_metrics_and_where_results_went_and_wandb_stays_offli
     logs = list((tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(logs) == 1
     wandb_run = read_wandb_offline_run(logs[0])
-    assert wandb_run["run"] == {"group": "synthetic-mf-sl", "job_type": "train", "name": "synthetic-mf-sl-seed0",
+    group = "synthetic-mf-sl" + run_variant(TINY_CLI)  # the overrides make a configuration of their own
+    assert wandb_run["run"] == {"group": group, "job_type": "train", "name": f"{group}-seed0",
                                 "tags": ["synthetic", "mf", "sl", "seed0"]}
     summary = wandb_run["summary"]
     assert {"test/ndcg@20", "test/recall@20", "best_epoch", "val/ndcg@20"} <= set(summary)
@@ -78,3 +80,11 @@ def test_resume_command_continues_a_killed_run(tmp_path):
     assert (tmp_path / "killed" / "csv" / "resumed" / "metrics.csv").exists()
     proc = run_cli([f"resume={tmp_path / 'nowhere'}"], cwd=tmp_path)
     assert proc.returncode == 2 and "cannot resume" in proc.stderr
+
+
+def test_the_multirun_flag_may_follow_overrides():
+    from bench.app import multirun_flag_first
+
+    assert multirun_flag_first(["bench", "loss=slk", "-m", "seed=0,1"]) == ["bench", "-m", "loss=slk", "seed=0,1"]
+    assert multirun_flag_first(["bench", "loss=slk"]) == ["bench", "loss=slk"]
+    assert multirun_flag_first(["bench", "--multirun", "a=1"]) == ["bench", "--multirun", "a=1"]

@@ -1,0 +1,46 @@
+"""W&B offline: grouping by configuration, the per-configuration summary runs' keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.loggers import run_variant
+from tests.helpers import TINY, read_wandb_offline_run, run_cli
+
+
+def test_group_suffix_names_the_overrides_that_make_a_configuration():
+    assert run_variant(["seed=1", "loss=sl", "dataset=health", "logger=wandb", "+experiment=paper/x"]) == ""
+    assert run_variant(["loss.tau=0.1", "seed=2", "model.dim=32", "hydra.run.dir=x", "trainer.accelerator=cpu"]) == \
+        "-loss.tau=0.1-model.dim=32"
+    long = [f"dataset.n_users={n}" for n in (100, 200)]
+    a, b = (run_variant([o, "trainer.max_epochs=3", "dataset.n_items=80", "dataset.mean_per_user=14",
+                         "loss.n_negatives=50"]) for o in long)
+    assert len(a) == 11 and a.startswith("-") and a != b  # too long for a W&B group: a digest, still distinct
+
+
+def test_sweep_logs_train_runs_grouped_by_configuration_and_a_summary_run_with_ci_fields(tmp_path):
+    tiny = [o for o in TINY if not o.startswith("trainer.accelerator")]
+    proc = run_cli(["-m", *tiny, "trainer.accelerator=cpu", "loss.tau=0.1", "seed=0,1", "logger=wandb",
+                    "logger.wandb.mode=offline", "hydra.sweep.dir=sweep"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [read_wandb_offline_run(p) for p in sorted((tmp_path / "sweep").rglob("offline-run-*/run-*.wandb"))]
+    train = [r for r in runs if r["run"]["job_type"] == "train"]
+    summary = [r for r in runs if r["run"]["job_type"] == "summary"]
+    assert len(train) == 2 and len(summary) == 1
+    group = "synthetic-mf-sl" + run_variant([*tiny, "trainer.accelerator=cpu", "loss.tau=0.1"])
+    assert {r["run"]["group"] for r in train} == {group}
+    assert sorted(r["run"]["name"] for r in train) == [f"{group}-seed0", f"{group}-seed1"]
+    s = summary[0]
+    assert s["run"]["group"] == group and s["run"]["name"] == f"summary-{group}"
+    fields = s["summary"]
+    for key in ("ndcg@20/mean", "ndcg@20/ci_low", "ndcg@20/ci_high", "ndcg@20/ci_half", "ndcg@20/n", "recall@20/mean"):
+        assert key in fields, key
+    # the CI table: one row per metric (5 metrics x 5 cut-offs)
+    assert fields["seed_summary/_type"] == "table-file" and fields["seed_summary/nrows"] == 25
+    tests = [json.loads((tmp_path / "sweep" / str(i) / "results.json").read_text())["test"]["ndcg@20"] for i in (0, 1)]
+    assert fields["ndcg@20/mean"] == pytest.approx(sum(tests) / 2) and fields["ndcg@20/n"] == 2
+    assert fields["ndcg@20/ci_low"] < fields["ndcg@20/mean"] < fields["ndcg@20/ci_high"]
+    # the per-user vectors travel with each training run (for bench.report --wandb)
+    assert len(list((tmp_path / "sweep").rglob("offline-run-*/files/per_user_test.npz"))) == 2
