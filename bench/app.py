@@ -116,5 +116,10 @@ def multirun_flag_first(argv: list[str]) -> list[str]:
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
-def main(cfg: DictConfig) -> Any:
-    return run_job(cfg)
+def main(cfg: DictConfig) -> float | None:
+    """One job; returns its best validation score (``train.monitor``), the objective of
+    sweepers such as Optuna; test metrics never leave ``results.json``."""
+    results = run_job(cfg)
+    if not results:
+        return None
+    return results["best"]["val"].get(str(results["config"]["train"]["monitor"]))

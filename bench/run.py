@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from bench.errors import BenchError, ConfigError
 from bench.evaluation import METRICS, mean_metrics
 from bench.loggers import build_loggers
+from bench.parallel import place_current_job
 from bench.results import PER_USER_FILE, RESULTS_FILE, atomic_write_bytes, read_json, write_json, write_per_user
 from bench.tasks.callbacks import LastCheckpoint, ValidateOnLastEpoch
 from bench.models import MODELS
@@ -77,6 +80,8 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
         the results dict that was written.
     """
     t_start = time.perf_counter()
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    place_current_job(cfg)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -154,6 +159,9 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
         "timing_s": {"data": t_data, "fit": t_fit, "test": t_test, "total": time.perf_counter() - t_start},
         "resumed_from": str(resume_checkpoint) if resume_checkpoint else previous.get("resumed_from"),
         "device": str(module.device),
+        "host": {"name": platform.node(), "pid": os.getpid(), "torch_threads": torch.get_num_threads()},
+        "started_at": started_at,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "versions": _versions(),
     }
     write_json(out / RESULTS_FILE, results)

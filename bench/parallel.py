@@ -1,0 +1,69 @@
+"""Placing the jobs of a parallel local sweep (``hydra/launcher=parallel``, joblib).
+
+Each joblib worker is a process running one job at a time; without placement every job
+would take GPU 0 and all CPU cores. Job k takes GPU k mod #GPUs, or cores / n_jobs threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+log = logging.getLogger(__name__)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def parallel_jobs() -> int:
+    """Default concurrency: one job per visible GPU, else half the CPU cores (at least 1)."""
+    n_gpus = torch.cuda.device_count()
+    return n_gpus if n_gpus else max(1, _cpu_count() // 2)
+
+
+if not OmegaConf.has_resolver("bench_parallel_jobs"):
+    OmegaConf.register_new_resolver("bench_parallel_jobs", parallel_jobs)
+
+
+def place_job(job_num: int, n_jobs: int, n_gpus: int, n_cpus: int, devices, accelerator: str):
+    """(devices for the Trainer, torch CPU threads) of job ``job_num`` of a sweep run ``n_jobs`` at a time.
+
+    Only a single-device run is placed (``trainer.devices=1``): job k gets GPU k mod n_gpus
+    when GPUs are used, else cores / n_jobs threads. Anything else is left as configured
+    (None for "unchanged").
+    """
+    if n_jobs <= 1 or devices != 1:
+        return None, None
+    if n_gpus > 0 and accelerator in ("auto", "gpu", "cuda"):
+        return [job_num % n_gpus], None
+    return None, max(1, n_cpus // n_jobs)
+
+
+def place_current_job(cfg: DictConfig) -> None:
+    """Apply :func:`place_job` when this process runs a job of a joblib sweep."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return
+    hc = HydraConfig.get()
+    launcher = hc.launcher
+    if not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
+        return
+    n_jobs = int(launcher.get("n_jobs") or 1)
+    n_jobs = _cpu_count() if n_jobs < 0 else n_jobs
+    devices, threads = place_job(int(hc.job.num), n_jobs, torch.cuda.device_count(), _cpu_count(),
+                                 cfg.trainer.get("devices"), str(cfg.trainer.get("accelerator")))
+    if devices is not None:
+        with open_dict(cfg):
+            cfg.trainer.devices = devices
+        log.info("parallel sweep: job %d runs on GPU %s", hc.job.num, devices[0])
+    if threads is not None:
+        torch.set_num_threads(threads)
+        log.info("parallel sweep: job %d uses %d CPU threads", hc.job.num, threads)

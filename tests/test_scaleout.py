@@ -1,0 +1,82 @@
+"""Launchers and sweepers: parallel joblib sweeps, submitit (local, SLURM config), Optuna."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+
+import pytest
+import yaml
+
+from bench.app import CONFIG_DIR
+from bench.parallel import place_job
+from tests.helpers import TINY, run_cli
+
+TINY_SWEEP = [*TINY, "logger=none"]
+
+
+def _results(sweep, n):
+    return [json.loads((sweep / str(i) / "results.json").read_text()) for i in range(n)]
+
+
+def test_joblib_sweep_runs_two_jobs_at_once_with_split_cpu_threads(tmp_path):
+    proc = run_cli(["-m", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *TINY_SWEEP, "seed=0,1",
+                    "hydra.sweep.dir=sweep"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = _results(tmp_path / "sweep", 2)
+    assert a["status"] == b["status"] == "completed"
+    assert a["host"]["pid"] != b["host"]["pid"]  # two worker processes ...
+    start = [datetime.fromisoformat(r["started_at"]) for r in (a, b)]
+    end = [datetime.fromisoformat(r["finished_at"]) for r in (a, b)]
+    assert start[0] < end[1] and start[1] < end[0]  # ... whose runs overlap in time
+    cores = len(os.sched_getaffinity(0))
+    assert a["host"]["torch_threads"] == b["host"]["torch_threads"] == max(1, cores // 2)
+    assert (tmp_path / "sweep" / "summary.md").is_file()
+
+
+def test_job_placement():
+    assert place_job(0, 4, 2, 16, 1, "auto") == ([0], None)
+    assert place_job(3, 4, 2, 16, 1, "gpu") == ([1], None)  # job k -> GPU k mod #GPUs
+    assert place_job(3, 4, 0, 16, 1, "auto") == (None, 4)  # CPU only: cores / jobs threads
+    assert place_job(1, 4, 2, 16, 1, "cpu") == (None, 4)
+    assert place_job(1, 4, 2, 16, 2, "gpu") == (None, None)  # multi-device runs are left alone
+    assert place_job(0, 1, 2, 16, 1, "auto") == (None, None)
+
+
+def test_submitit_local_launcher_runs_a_sweep(tmp_path):
+    proc = run_cli(["-m", "hydra/launcher=submitit_local", *TINY_SWEEP, "trainer.max_epochs=2", "seed=0,1",
+                    "hydra.sweep.dir=sweep"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["status"] for r in _results(tmp_path / "sweep", 2)] == ["completed", "completed"]
+
+
+def test_slurm_launcher_config_composes_with_documented_fields():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"],
+                      return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.partition, launcher.gpus_per_node, launcher.timeout_min, launcher.array_parallelism) == \
+        ("gpu", 1, 240, 64)
+    assert launcher.submitit_folder.endswith("/.submitit/%j")
+
+
+def test_optuna_sweeper_maximises_validation_ndcg_over_two_trials(tmp_path):
+    proc = run_cli(["-m", "hydra/sweeper=paper_search_slk", "hydra.sweeper.n_trials=2", "loss=slk", *TINY_SWEEP,
+                    "hydra.sweep.dir=sweep"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = _results(tmp_path / "sweep", 2)
+    opt = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+    val = [r["best"]["val"]["ndcg@20"] for r in runs]
+    assert opt["best_value"] == pytest.approx(max(val))  # the objective is validation NDCG@20 ...
+    assert opt["best_value"] not in [pytest.approx(r["test"]["ndcg@20"]) for r in runs]  # ... never test
+    best = runs[val.index(max(val))]["config"]
+    assert opt["best_params"] == {"optimizer.lr": best["optimizer"]["lr"],
+                                  "optimizer.weight_decay": best["optimizer"]["weight_decay"],
+                                  "loss.tau_w": best["loss"]["tau_w"], "loss.t_beta": best["loss"]["t_beta"]}
+    for r in runs:
+        assert r["config"]["loss"]["t_beta"] in (5, 20) and 0.5 <= r["config"]["loss"]["tau_w"] <= 3.0
+        assert r["config"]["optimizer"]["lr"] in (0.1, 0.01, 0.001)
