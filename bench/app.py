@@ -11,6 +11,7 @@ from typing import Any
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bench.errors import BenchError, find_user_error
@@ -95,6 +96,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
             log.exception("job failed: %s", exc)
             return None
         raise
+    if rank_zero_only.rank != 0:  # DDP: one report, from rank 0
+        return results
     ks = list(cfg.eval.ks)
     best = results["best"]
     print(f"\nTest metrics ({results['data']['test_users']} users; best validation epoch {best['epoch']}):")

@@ -14,6 +14,7 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bench.errors import BenchError, ConfigError
@@ -85,7 +86,7 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    if resume_checkpoint is None:
+    if resume_checkpoint is None and rank_zero_only.rank == 0:  # DDP: ranks > 0 write nothing of their own
         atomic_write_bytes(out / RUN_CONFIG_FILE, OmegaConf.to_yaml(resolved).encode())
         write_json(out / RESULTS_FILE, {"status": "running", "overrides": list(overrides), "config": resolved})
     seed = int(cfg.seed)
@@ -136,8 +137,6 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     t_test = time.perf_counter() - t0
 
     test_means = mean_metrics(module.test_per_user)
-    write_per_user(out / PER_USER_FILE, module.test_users.numpy(),
-                   {k: v.numpy() for k, v in module.test_per_user.items()})
     monitor = f"val/{cfg.train.monitor}"
     history = module.history
     best_row = max(history, key=lambda row: row[monitor]) if history else {}  # first maximum, as the checkpoint
@@ -164,6 +163,10 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         "versions": _versions(),
     }
+    if not trainer.is_global_zero:  # DDP: rank 0 writes the files
+        return results
+    write_per_user(out / PER_USER_FILE, module.test_users.numpy(),
+                   {k: v.numpy() for k, v in module.test_per_user.items()})
     write_json(out / RESULTS_FILE, results)
     for lg in loggers:
         if type(lg).__name__ == "WandbLogger":

@@ -44,24 +44,34 @@ class PairBatchSampler(torch.utils.data.Sampler):
         batch_size: pairs per batch (the last batch may be smaller).
         seed: run seed.
         shuffle: reshuffle every epoch.
+        rank, world: this process's share under data-parallel training: batch b of the
+            epoch goes to rank b mod world; when the batch count does not divide, the first
+            batches are reused so every rank takes the same number of steps.
     """
 
-    def __init__(self, n: int, batch_size: int, seed: int, shuffle: bool = True) -> None:
+    def __init__(self, n: int, batch_size: int, seed: int, shuffle: bool = True, rank: int = 0,
+                 world: int = 1) -> None:
         self.n, self.batch_size, self.seed, self.shuffle = n, batch_size, seed, shuffle
+        self.rank, self.world = rank, world
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return (self.n + self.batch_size - 1) // self.batch_size
+        n_batches = (self.n + self.batch_size - 1) // self.batch_size
+        return (n_batches + self.world - 1) // self.world
 
     def __iter__(self):
         if self.shuffle:
             order = torch.randperm(self.n, generator=make_generator("cpu", self.seed, self.epoch, _SHUFFLE))
         else:
             order = torch.arange(self.n)
-        yield from order.split(self.batch_size)
+        batches = list(order.split(self.batch_size))
+        if self.world > 1:
+            batches += batches[: len(self) * self.world - len(batches)]
+            batches = batches[self.rank::self.world]
+        yield from batches
 
 
 class IndexedPairs(torch.utils.data.Dataset):

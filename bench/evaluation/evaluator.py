@@ -44,9 +44,10 @@ class FullRankingEvaluator:
         self._device_csr: dict[str, tuple[CSR, list[CSR]]] = {}
         self._target_keys: dict[str, Tensor] = {}
 
-    def user_chunks(self) -> list[Tensor]:
-        """The evaluated user ids, split into chunks."""
-        return list(self.users.split(self.chunk_size))
+    def user_chunks(self, rank: int = 0, world: int = 1) -> list[Tensor]:
+        """The evaluated user ids, split into chunks; with ``world`` > 1, rank ``rank``'s
+        share (every ``world``-th user, so shares differ by at most one user)."""
+        return list(self.users[rank::world].split(self.chunk_size))
 
     def _csr_on(self, device: torch.device) -> tuple[CSR, list[CSR]]:
         key = str(device)

@@ -72,7 +72,14 @@ class RecLoss(nn.Module):
 
     Args:
         n_negatives: negatives sampled per (u, i) pair for this loss.
+
+    Attributes:
+        synced_state: ``{buffer name: LossBatch field}`` for per-user/per-pair state that a
+            training step writes at the rows given by that field (``{"beta": "users"}``);
+            under DDP those rows are shared with every rank after each step.
     """
+
+    synced_state: dict[str, str] = {}
 
     def __init__(self, n_negatives: int = 1000) -> None:
         super().__init__()

@@ -54,6 +54,8 @@ class SoftmaxLossAtK(RecLoss):
             0 disables them.
     """
 
+    synced_state = {"beta": "users"}
+
     def __init__(self, k: int = 20, tau_d: float = 0.2, tau_w: float = 2.5, t_beta: int = 5,
                  self_term: bool = False, estimator: Any = "sampled", n_negatives: int = 1000,
                  diagnostics_users: int = 256) -> None:

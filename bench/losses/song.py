@@ -52,6 +52,8 @@ class SONGAtK(RecLoss):
         n_negatives: N.
     """
 
+    synced_state = {"u": "pair_ids", "lam": "users"}
+
     def __init__(self, k: int = 20, gamma0: float = 0.9, eta0: float = 0.01, margin: float = 1.0,
                  tau1: float = 0.01, tau2: float = 1e-4, sigmoid_alpha: float | None = None,
                  n_negatives: int = 1000) -> None:

@@ -17,6 +17,7 @@ from bench.evaluation import FullRankingEvaluator, mean_metrics
 from bench.losses.base import LossBatch, RecLoss, TrainData
 from bench.models.base import EmbeddingModel
 from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler, negatives_generator
+from bench.tasks.distributed import gather_per_user, sync_rows
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +58,26 @@ class CFDataModule(L.LightningDataModule):
                          n_pairs=len(self.train_pairs), node_features=self.node_features,
                          sequences=self.sequences)
 
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = getattr(self, "trainer", None)
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
     def train_dataloader(self) -> DataLoader:
+        rank, world = self._rank_world()
         return DataLoader(IndexedPairs(self.train_pairs),
-                          sampler=PairBatchSampler(len(self.train_pairs), self.batch_size, self.seed),
+                          sampler=PairBatchSampler(len(self.train_pairs), self.batch_size, self.seed, rank=rank,
+                                                   world=world),
                           batch_size=None)
 
+    def _eval_loader(self, evaluator: FullRankingEvaluator) -> DataLoader:
+        rank, world = self._rank_world()  # under DDP each rank ranks a share of the users
+        return DataLoader(evaluator.user_chunks(rank, world), batch_size=None)
+
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_evaluator.user_chunks(), batch_size=None)
+        return self._eval_loader(self.val_evaluator)
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(self.test_evaluator.user_chunks(), batch_size=None)
+        return self._eval_loader(self.test_evaluator)
 
 
 class CFTask:
@@ -132,7 +143,9 @@ class CFModule(L.LightningModule):
         self.loss.on_train_epoch_start(self.current_epoch)
 
     def training_step(self, batch: Tensor, batch_idx: int) -> Tensor:
-        gen = negatives_generator(self.device, self.seed, self.current_epoch, batch_idx)
+        # the epoch's global batch number: under DDP rank r's i-th batch is batch i * world + r
+        global_batch = batch_idx * self.trainer.world_size + self.trainer.global_rank
+        gen = negatives_generator(self.device, self.seed, self.current_epoch, global_batch)
         loss_batch = self.model.training_batch(batch, lambda users: self.sampler.sample(users, self.loss.n_negatives, gen))
         users, items = loss_batch.users, loss_batch.items
         loss = self.loss(loss_batch)
@@ -153,6 +166,8 @@ class CFModule(L.LightningModule):
         # after the optimiser step: the loss sees the updated model
         if self._last_batch is not None:
             self.loss.after_step(self._last_batch, self.model)
+            for name, field in getattr(self.loss, "synced_state", {}).items():  # DDP: one state for all ranks
+                sync_rows(getattr(self.loss, name), getattr(self._last_batch, field))
             self._last_batch = None
 
     # evaluation ---------------------------------------------------------------------
@@ -163,18 +178,20 @@ class CFModule(L.LightningModule):
         self._users.append(users.cpu())
 
     def _gather(self) -> tuple[Tensor, dict[str, Tensor]]:
+        """Every evaluated user's metrics (from all ranks under DDP)."""
         parts, users = self._parts, self._users
         self._parts, self._users, self._scorer = [], [], None
-        per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]}
-        return torch.cat(users), per_user
+        per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
+        users = torch.cat(users) if users else torch.zeros(0, dtype=torch.int64)
+        return gather_per_user(users, per_user)
 
     def validation_step(self, users: Tensor, batch_idx: int) -> None:
         self._eval_step(self.val_evaluator, users, "valid")
 
     def on_validation_epoch_end(self) -> None:
-        if not self._parts:
-            return
         _, per_user = self._gather()
+        if not per_user:
+            return
         means = mean_metrics(per_user)
         self.log_dict({f"val/{k}": v for k, v in means.items()}, prog_bar=False)
         diagnostics = {f"diag/{k}": float(v) for k, v in self.loss.diagnostics(self.model).items()}

@@ -1,0 +1,86 @@
+"""DDP: per-user evaluation gathered across ranks, per-user loss state shared, one writer."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from bench.results import read_json, read_per_user
+from bench.tasks.distributed import apply_rank_updates, gather_per_user, sync_rows
+from tests.helpers import TINY, run_cli
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        # rank r evaluated users r, r + 2, ... (as FullRankingEvaluator.user_chunks(r, 2) shares them)
+        users = torch.arange(rank, 9, world)
+        users, per_user = gather_per_user(users, {"ndcg@20": users.double() / 10})
+        # both ranks wrote beta for user 4 in the same step; rank 1 also for user 7
+        beta = torch.zeros(10)
+        index = torch.tensor([4, 0]) if rank == 0 else torch.tensor([4, 7])
+        beta[index] = torch.tensor([1.0, 2.0]) if rank == 0 else torch.tensor([3.0, 5.0])
+        sync_rows(beta, index)
+        torch.save({"users": users, "ndcg": per_user["ndcg@20"], "beta": beta}, f"{out_dir}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collectives_give_every_rank_all_users_and_one_state(tmp_path):
+    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    for r in (r0, r1):
+        assert r["users"].tolist() == list(range(9))  # the union, ordered by user id
+        assert r["ndcg"].tolist() == pytest.approx([u / 10 for u in range(9)])
+    assert torch.equal(r0["beta"], r1["beta"])
+    assert r0["beta"].tolist() == [2.0, 0, 0, 0, 3.0, 0, 0, 5.0, 0, 0]  # user 4: the higher rank's write
+
+
+def test_rank_updates_apply_in_rank_order():
+    buf = torch.zeros(5)
+    apply_rank_updates(buf, [(torch.tensor([1, 2]), torch.tensor([1.0, 1.0])), (torch.tensor([2]), torch.tensor([9.0]))])
+    assert buf.tolist() == [0, 1, 9, 0, 0]
+
+
+@pytest.mark.parametrize("loss", ["sl", "slk"])
+def test_ddp_run_on_two_cpu_processes_evaluates_every_user_once(tmp_path, loss):
+    """The DDP run's per-user test metrics equal a single-process evaluation of its best checkpoint."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from bench.datasets import split_validation
+    from bench.evaluation import FullRankingEvaluator
+
+    tiny = [o for o in TINY if not o.startswith("trainer.accelerator")]
+    proc = run_cli(["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", f"loss={loss}", "loss.t_beta=1"
+                    if loss == "slk" else "loss.tau=0.2", *tiny, "logger=csv", "hydra.run.dir=run"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("Test metrics") == 1  # one report, from rank 0
+    res = read_json(tmp_path / "run" / "results.json")
+    assert res["status"] == "completed" and res["host"]["pid"]
+    cfg = OmegaConf.create(res["config"])
+    splits = split_validation(instantiate(cfg.dataset).load(), 0.1, cfg.seed)
+    model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
+    state = torch.load(res["best"]["checkpoint"], weights_only=False)["state_dict"]
+    model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+    model.eval()
+    single = FullRankingEvaluator(splits.test, [splits.train, splits.valid], tuple(cfg.eval.ks)).evaluate(
+        model.full_scorer())
+    users, ddp = read_per_user(tmp_path / "run" / "per_user_test.npz")
+    assert users.tolist() == sorted(users.tolist()) and len(users) == res["data"]["test_users"]
+    for metric in ("ndcg@20", "recall@20", "mrr@100"):
+        np.testing.assert_allclose(ddp[metric], single[metric].numpy(), rtol=0, atol=1e-6)
+        assert res["test"][metric] == pytest.approx(float(single[metric].mean()))
