@@ -54,8 +54,6 @@ class SoftmaxLossAtK(RecLoss):
             0 disables them.
     """
 
-    synced_state = {"beta": "users"}
-
     def __init__(self, k: int = 20, tau_d: float = 0.2, tau_w: float = 2.5, t_beta: int = 5,
                  self_term: bool = False, estimator: Any = "sampled", n_negatives: int = 1000,
                  diagnostics_users: int = 256) -> None:
@@ -80,11 +78,16 @@ class SoftmaxLossAtK(RecLoss):
         n = min(self.diagnostics_users, data.n_users)
         self.diag_users = torch.randperm(data.n_users, generator=gen)[:n].sort().values.to(self.beta.device)
 
+    @property
+    def synced_state(self) -> dict[str, str]:  # type: ignore[override]
+        return {"beta": "users", **{f"estimator.{k}": v for k, v in self.estimator.synced_state.items()}}
+
     def forward(self, batch: LossBatch) -> Tensor:
         return slk_loss(batch.pos, batch.neg, self.beta[batch.users], self.tau_d, self.tau_w, self.self_term)
 
     def on_train_epoch_start(self, epoch: int) -> None:
         self.refreshing = (epoch + 1) % self.t_beta == 0
+        self.estimator.on_train_epoch_start(epoch)
 
     @torch.no_grad()
     def after_step(self, batch: LossBatch, model) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from operator import attrgetter
 from typing import Any, Callable
 
 import lightning as L
@@ -167,7 +168,7 @@ class CFModule(L.LightningModule):
         if self._last_batch is not None:
             self.loss.after_step(self._last_batch, self.model)
             for name, field in getattr(self.loss, "synced_state", {}).items():  # DDP: one state for all ranks
-                sync_rows(getattr(self.loss, name), getattr(self._last_batch, field))
+                sync_rows(attrgetter(name)(self.loss), getattr(self._last_batch, field))
             self._last_batch = None
 
     # evaluation ---------------------------------------------------------------------

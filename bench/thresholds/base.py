@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from bench.losses.base import TrainData
@@ -47,17 +47,52 @@ def mask_duplicates(items: Tensor, scores: Tensor) -> Tensor:
     return out
 
 
-class ThresholdEstimator:
-    """Base class.
+def union_kth(model: "EmbeddingModel", users: Tensor, blocks: list[tuple[Tensor, Tensor | None]], k: int) -> Tensor:
+    """K-th largest exact score over the union of item sets, each item counted once.
+
+    Any set of distinct items scored exactly gives a safe estimate (its K-th largest is at
+    most the catalogue's), so merging candidate sources and de-duplicating is always safe.
+
+    Args:
+        model: scores with ``score_items``.
+        users: (B,) user ids.
+        blocks: (items (B, M_b), valid (B, M_b) bool or None = all valid) per source.
+        k: the rank K.
+    Returns:
+        (B,) values; -inf where fewer than k distinct items were given.
+    """
+    ids, keep = [], []
+    offset = 0
+    for items, valid in blocks:
+        valid = torch.ones_like(items, dtype=torch.bool) if valid is None else valid
+        # invalid slots get distinct negative ids so they never collide with a real item
+        pad = -1 - offset - torch.arange(items.shape[1], device=items.device).expand_as(items)
+        ids.append(torch.where(valid, items, pad))
+        keep.append(valid)
+        offset += items.shape[1]
+    ids_all, keep_all = torch.cat(ids, 1), torch.cat(keep, 1)
+    scores = model.score_items(users, ids_all.clamp(min=0)).masked_fill(~keep_all, float("-inf"))
+    return kth_largest(mask_duplicates(ids_all, scores), k)
+
+
+class ThresholdEstimator(nn.Module):
+    """Base class. A module, so that an estimator's state (buffers) is saved and restored
+    with the loss that owns it.
 
     Attributes:
         safe: True when the estimate never exceeds the exact K-th score.
+        synced_state: as :attr:`bench.losses.base.RecLoss.synced_state`, for per-user state
+            written during a step (shared across DDP ranks).
     """
 
     safe: bool = False
+    synced_state: dict[str, str] = {}
 
     def bind(self, data: "TrainData") -> None:
         """Called once with the training data (positives per user, sizes)."""
+
+    def on_train_epoch_start(self, epoch: int) -> None:
+        """Called at the start of every training epoch by the loss that owns the estimator."""
 
     @torch.no_grad()
     def estimate(self, model: "EmbeddingModel", users: Tensor, negatives: Tensor, k: int) -> Tensor:

@@ -21,6 +21,7 @@ class ExactEstimator(ThresholdEstimator):
     safe = True
 
     def __init__(self, chunk: int = 1024) -> None:
+        super().__init__()
         self.chunk = chunk
 
     @torch.no_grad()

@@ -38,15 +38,16 @@ class SampledEstimator(ThresholdEstimator):
             raise ConfigError(f"unknown estimator positives '{positives}'; use p90 or all")
         if path not in ("auto", "dense", "sparse"):
             raise ConfigError(f"unknown estimator path '{path}'; use auto, dense or sparse")
+        super().__init__()
         self.path = path
         self.positives = positives
         self.dedup = dedup
         self.safe = dedup
-        self.train = None
+        self.train_csr = None
         self.cap = None
 
     def bind(self, data) -> None:
-        self.train = data.train
+        self.train_csr = data.train
         if self.positives == "p90":
             self.cap = max(1, int(np.percentile(data.train.degrees().numpy(), 90)))
         self._device_train = {}
@@ -54,12 +55,12 @@ class SampledEstimator(ThresholdEstimator):
     def _train_on(self, device: torch.device):
         key = str(device)
         if key not in self._device_train:
-            self._device_train[key] = self.train.to(device)
+            self._device_train[key] = self.train_csr.to(device)
         return self._device_train[key]
 
     @torch.no_grad()
     def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        if self.train is None:
+        if self.train_csr is None:
             raise RuntimeError("bind() the estimator to the training data first")
         pos_items, valid = self._train_on(users.device).padded_rows(users, self.cap)
         items = torch.cat([pos_items, negatives], dim=1)
