@@ -1,0 +1,54 @@
+"""``python -m bench.thresholds RUN_DIR``: the threshold-estimator study on a trained run.
+
+    python -m bench.thresholds outputs/2026-11-30/10-00-00 [--checkpoint last] [--cache-from same|best|last|PATH]
+        [--ks 5 20 50 100] [--estimators sampled cached ...] [--users 4096] [--out DIR]
+
+Writes ``threshold_study.md``, ``threshold_study.csv`` and ``effective_ranks.png/svg``.
+``--cache-from`` sets the model the ``cached`` estimator's top-K' lists come from: ``same``
+(right after a rebuild) or an older checkpoint (a stale cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.errors import BenchError
+from bench.thresholds.study import DEFAULT_ESTIMATORS, load_setup, plot_ranks, run_study, to_markdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.thresholds", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="a CF run's output directory (results.json, checkpoints/)")
+    parser.add_argument("--checkpoint", default="last", help="best, last or a path")
+    parser.add_argument("--cache-from", default="same", help="same, best, last or a path")
+    parser.add_argument("--ks", type=int, nargs="+", default=[5, 20, 50, 100])
+    parser.add_argument("--estimators", nargs="+", default=list(DEFAULT_ESTIMATORS))
+    parser.add_argument("--users", type=int, default=4096, help="users sampled (fixed seed) on large data sets")
+    parser.add_argument("--negatives", type=int, help="N (default: the run's loss.n_negatives)")
+    parser.add_argument("--tau-w", type=float, help="for the gap column (default: the run's loss.tau_w, else 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="default: RUN/threshold_study")
+    args = parser.parse_args(argv)
+    try:
+        setup = load_setup(args.run, args.checkpoint, args.cache_from, args.users, args.negatives, args.tau_w,
+                           args.seed)
+        table, ranks = run_study(setup, tuple(args.ks), tuple(args.estimators))
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or args.run / "threshold_study"
+    out.mkdir(parents=True, exist_ok=True)
+    md = to_markdown(table, setup.label)
+    (out / "threshold_study.md").write_text(md)
+    table.to_csv(out / "threshold_study.csv", index=False)
+    plot_ranks(ranks, tuple(args.ks), out)
+    print(md)
+    print(f"written: {out}/threshold_study.md, .csv, effective_ranks.png", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
