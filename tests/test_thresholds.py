@@ -180,3 +180,22 @@ def test_study_on_a_trained_run_measures_every_estimator_against_exact(tmp_path)
     assert (table["effective_rank_median"] >= 1).all()
     assert (tmp_path / "s" / "effective_ranks.png").is_file()
     assert study_main([str(tmp_path / "nowhere")]) == 2
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_lower_bound_shortcut_gives_the_plain_top_k_lists_exactly(seed):
+    from bench.evaluation.metrics import rank_items
+    from bench.evaluation.shortcut import rank_items_with_bound
+
+    gen = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 30, (50, 300), generator=gen).float()  # many ties, also at the cut-off
+    scores[torch.rand(50, 300, generator=gen) < 0.1] = float("-inf")  # masked items
+    k = 20
+    exact_kth = torch.topk(scores, k, dim=1).values[:, -1]
+    safe = exact_kth - torch.randint(0, 4, (50,), generator=gen).float()  # at or below the k-th score
+    unsafe = exact_kth + torch.randint(-2, 3, (50,), generator=gen).float()  # sometimes above: must fall back
+    for bound in (safe, unsafe, torch.full((50,), float("-inf"))):
+        got, fell_back = rank_items_with_bound(scores, k, bound)
+        assert torch.equal(got, rank_items(scores, k))
+        assert torch.equal(fell_back, (scores >= bound[:, None]).sum(1) < k)
+    assert not rank_items_with_bound(scores, k, safe)[1].any()
