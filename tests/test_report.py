@@ -174,6 +174,9 @@ class _FakeRun:
         res = json.loads((d / "results.json").read_text())
         self.id, self.dir = d.name, d
         self.config, self.summary = res["config"], {f"test/{k}": v for k, v in res["test"].items()}
+        cfg = res["config"]
+        variant = "".join(f"-{o}" for o in res["overrides"] if o.startswith("loss."))
+        self.group = f"{cfg['dataset']['name']}-{cfg['model']['name']}-{cfg['loss']['name']}{variant}"
         self._history = [{**h, "_step": i} for i, h in enumerate(res["history"])]
 
     def scan_history(self):
@@ -200,3 +203,13 @@ def test_wandb_source_gives_the_same_table_as_the_directories(runs_dir):
     via_dirs = make_report(from_directories([runs_dir])[0], ["ndcg@20"], baseline="sl").table
     cols = ["row", "mean", "ci_half", "p_seed_t", "p_user_t", "p_user_wilcoxon"]
     pd.testing.assert_frame_equal(via_wandb[cols], via_dirs[cols])
+
+
+def test_wandb_rows_take_their_variant_from_the_group(tmp_path):
+    for seed, v in enumerate([0.1, 0.11]):
+        write_run(tmp_path, "sl", seed, v)
+        write_run(tmp_path, "sl", seed, v + 0.02, overrides=("loss.tau=-0.1",))
+    records, _ = from_wandb("me/bench", api=_FakeApi(tmp_path))
+    table = make_report(records, ["ndcg@20"]).table
+    assert sorted(table["row"]) == ["sl", "sl loss.tau=-0.1"]
+    assert _row(table, "sl loss.tau=-0.1")["mean"] == pytest.approx(0.125)

@@ -7,6 +7,7 @@ care where a run was stored.
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,10 +144,20 @@ def from_wandb(project: str, filters: dict[str, Any] | None = None, api: Any = N
                     history.append({"epoch": int(row["epoch"]), **vals})
         except Exception as exc:  # the history is for plots only
             notes.append(f"{project}/{run.id}: no history ({exc})")
-        res = {"config": cfg, "test": test, "history": history, "overrides": cfg.get("overrides") or []}
+        res = {"config": cfg, "test": test, "history": history, "overrides": _group_overrides(run, cfg)}
         finished = getattr(run, "heartbeat_at", None) or getattr(run, "created_at", None)
         records.append(_record_from_results(res, f"{project}/{run.id}", _wandb_per_user(run), _timestamp(finished)))
     return records, notes
+
+
+def _group_overrides(run: Any, cfg: dict) -> list[str]:
+    """The configuration overrides a W&B run's group names after ``dataset-model-loss``
+    (see ``bench.loggers.run_variant``): ``-loss.tau=0.1-model.dim=32`` or a digest."""
+    prefix = "-".join(str((cfg.get(k) or {}).get("name", "")) for k in ("dataset", "model", "loss"))
+    group = str(getattr(run, "group", "") or "")
+    if not group.startswith(prefix):
+        return []
+    return [o for o in re.split(r"-(?=[A-Za-z_][\w.@]*=)", group[len(prefix):].lstrip("-")) if o]
 
 
 def _timestamp(value: Any) -> float:
