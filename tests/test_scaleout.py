@@ -21,8 +21,9 @@ def _results(sweep, n):
 
 
 def test_joblib_sweep_runs_two_jobs_at_once_with_split_cpu_threads(tmp_path):
-    proc = run_cli(["-m", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *TINY_SWEEP, "seed=0,1",
-                    "hydra.sweep.dir=sweep"], cwd=tmp_path)
+    # runs long enough (~seconds) that the workers' start-up skew cannot hide their overlap
+    proc = run_cli(["-m", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *TINY_SWEEP, "trainer.max_epochs=150",
+                    "trainer.check_val_every_n_epoch=150", "seed=0,1", "hydra.sweep.dir=sweep"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = _results(tmp_path / "sweep", 2)
     assert a["status"] == b["status"] == "completed"
