@@ -30,6 +30,7 @@ from hydra.utils import instantiate
 from bench.app import CONFIG_DIR, compose
 from bench.datasets import split_validation
 from bench.evaluation import FullRankingEvaluator
+from bench.losses.base import TrainData
 from bench.summary import collect_runs, summarize
 
 
@@ -111,6 +112,8 @@ def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
         fraction = (cfg.get("task") or {}).get("valid_fraction", (cfg.get("train") or {}).get("valid_fraction", 0.1))
         splits = split_validation(data, fraction, cfg["seed"])
         model = instantiate(cfg["model"], n_users=splits.n_users, n_items=splits.n_items)
+        model.bind(TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
+                             n_pairs=splits.train.nnz))  # graph backbones rebuild their adjacency
         state = torch.load(res["best"]["checkpoint"], weights_only=False)["state_dict"]
         model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
         ks = tuple(sorted({int(m.split("@")[1]) for m in metrics}))
