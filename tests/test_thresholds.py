@@ -199,3 +199,35 @@ def test_lower_bound_shortcut_gives_the_plain_top_k_lists_exactly(seed):
         assert torch.equal(got, rank_items(scores, k))
         assert torch.equal(fell_back, (scores >= bound[:, None]).sum(1) < k)
     assert not rank_items_with_bound(scores, k, safe)[1].any()
+
+
+def test_song_takes_its_threshold_from_an_estimator():
+    from bench.losses import build as build_loss
+    from bench.losses.base import TrainData
+    from bench.models.mf import MF
+    from bench.thresholds import kth_largest
+
+    torch.manual_seed(0)
+    n_users, n_items, k = 5, 30, 3
+    data = _train_data(n_users, n_items, {u: [u, u + 5] for u in range(n_users)})
+    model = MF(n_users, n_items, dim=8)
+    loss = build_loss("songk", k=k, threshold="exact", n_negatives=6)
+    loss.bind(data)
+    rows = torch.tensor([[u, u, 2 * u] for u in range(n_users)])
+    batch = model.training_batch(rows, lambda users: torch.randint(10, n_items, (users.numel(), 6)))
+    loss(batch).backward()
+    with torch.no_grad():
+        want = kth_largest(model.score_users(torch.arange(n_users)), k)
+    assert torch.allclose(loss.lam, want)  # lambda is the exact K-th score, not a learned value
+    learned = build_loss("songk", k=k, n_negatives=6)
+    learned.bind(data)
+    learned(batch)
+    assert not torch.allclose(learned.lam, want)
+
+
+def test_song_trains_with_a_cached_threshold(tmp_path):
+    from bench.run import train_and_test
+    from tests.helpers import TINY, make_cfg
+
+    res = train_and_test(make_cfg([*TINY, "loss=songk", "loss.threshold=cached", "logger=none"], tmp_path))
+    assert res["status"] == "completed"

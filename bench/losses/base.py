@@ -35,6 +35,7 @@ class LossBatch:
         full_scores: optional callable, (r,) row indices of this batch -> (r, n_items)
             scores of every item for those rows' queries under the current model, without
             gradient (for exact ranks); embeddings are computed once per step.
+        model: the backbone that scored the batch (for threshold estimators inside a loss).
     """
 
     pos: Tensor
@@ -44,6 +45,7 @@ class LossBatch:
     negatives: Optional[Tensor] = None
     pair_ids: Optional[Tensor] = None
     full_scores: Optional[Callable[[Tensor], Tensor]] = None
+    model: Optional[Any] = None
 
 
 @dataclass

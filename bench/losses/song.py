@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -49,20 +50,27 @@ class SONGAtK(RecLoss):
         margin: m of the squared hinge.
         tau1, tau2: lambda's smoothing and regulariser.
         sigmoid_alpha: the psi slope a; null = 1/tau1 (the formula sheet); LibAUC uses 2.
+        threshold: "learned" (lambda by the update above, K-SONG) or a top-K threshold
+            estimator (a name such as ``exact`` or ``cached``, or ``{name: ..., **options}``)
+            whose estimate of the K-th score replaces lambda at every step.
         n_negatives: N.
     """
 
-    synced_state = {"u": "pair_ids", "lam": "users"}
-
     def __init__(self, k: int = 20, gamma0: float = 0.9, eta0: float = 0.01, margin: float = 1.0,
                  tau1: float = 0.01, tau2: float = 1e-4, sigmoid_alpha: float | None = None,
-                 n_negatives: int = 1000) -> None:
+                 threshold: Any = "learned", n_negatives: int = 1000) -> None:
         super().__init__(n_negatives=n_negatives)
         if not 0 < gamma0 <= 1:
             raise ConfigError(f"loss.gamma0 must be in (0, 1], got {gamma0}")
         self.k, self.gamma0, self.eta0, self.margin = int(k), float(gamma0), float(eta0), float(margin)
         self.tau1, self.tau2 = float(tau1), float(tau2)
         self.alpha = 1.0 / self.tau1 if sigmoid_alpha is None else float(sigmoid_alpha)
+        self.estimator = None
+        if threshold != "learned":
+            from bench.thresholds import ESTIMATORS
+
+            spec = dict(threshold) if not isinstance(threshold, str) else {"name": threshold}
+            self.estimator = ESTIMATORS.build(spec.pop("name"), **spec)
         self.register_buffer("u", torch.zeros(0))
         self.register_buffer("lam", torch.zeros(0))
         self.register_buffer("idcg", torch.zeros(0))
@@ -75,6 +83,17 @@ class SONGAtK(RecLoss):
         n_pos = data.train.degrees().clamp(min=1, max=max(self.k, 1) if self.k > 0 else None).double()
         ideal = torch.cumsum(1.0 / torch.log2(torch.arange(2, int(n_pos.max()) + 2, dtype=torch.float64)), 0)
         self.idcg = ideal[(n_pos - 1).long()].float().to(self.u.device)
+        if self.estimator is not None:
+            self.estimator.bind(data)
+
+    @property
+    def synced_state(self) -> dict[str, str]:  # type: ignore[override]
+        extra = {} if self.estimator is None else {f"estimator.{k}": v for k, v in self.estimator.synced_state.items()}
+        return {"u": "pair_ids", "lam": "users", **extra}
+
+    def on_train_epoch_start(self, epoch: int) -> None:
+        if self.estimator is not None:
+            self.estimator.on_train_epoch_start(epoch)
 
     def forward(self, batch: LossBatch) -> Tensor:
         pos, neg, users, pair_ids = batch.pos, batch.neg, batch.users, batch.pair_ids
@@ -82,9 +101,13 @@ class SONGAtK(RecLoss):
         with torch.no_grad():
             u = (1 - self.gamma0) * self.u[pair_ids] + self.gamma0 * g.detach()
             self.u[pair_ids] = u
+            if self.estimator is not None and self.k > 0:
+                if batch.model is None:
+                    raise ValueError("SONG@K with a threshold estimator needs LossBatch.model")
+                self.lam[users] = self.estimator.estimate(batch.model, users, batch.negatives, self.k).to(self.lam.dtype)
             lam = self.lam[users]
             weight = song_weights(pos, u, lam, self.idcg[users], self.n_items, self.alpha if self.k > 0 else None)
-            if self.k > 0:
+            if self.k > 0 and self.estimator is None:
                 listed = torch.cat([pos.unsqueeze(1), neg], dim=1).detach()
                 grad = self.k / self.n_items + self.tau2 * lam - torch.sigmoid((listed - lam[:, None]) / self.tau1).mean(1)
                 self.lam[users] = lam - self.eta0 * grad

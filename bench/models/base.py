@@ -106,7 +106,7 @@ class EmbeddingModel(nn.Module):
         negatives = sample_negatives(users)
         pos, neg, full_scores = self.score_batch(users, items, negatives, pair_ids)
         return LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negatives, pair_ids=pair_ids,
-                         full_scores=full_scores)
+                         full_scores=full_scores, model=self)
 
     def score_batch(self, users: Tensor, items: Tensor, negatives: Tensor,
                     pair_ids: Tensor) -> tuple[Tensor, Tensor, Callable[[Tensor], Tensor]]:

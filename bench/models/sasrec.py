@@ -147,4 +147,4 @@ class SASRec(EmbeddingModel):
             scores = torch.bmm(table[listed], h.unsqueeze(-1)).squeeze(-1)
         h_fixed, table_fixed = h.detach(), table.detach()
         return LossBatch(pos=scores[:, 0], neg=scores[:, 1:], users=pair_users, items=items, negatives=negatives,
-                         pair_ids=pair_ids, full_scores=lambda r: h_fixed[r] @ table_fixed.T)
+                         pair_ids=pair_ids, full_scores=lambda r: h_fixed[r] @ table_fixed.T, model=self)
