@@ -101,7 +101,7 @@ def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
     """Mean test metrics of the sweep's best checkpoints with only training items masked."""
     values: dict[str, list[float]] = {m: [] for m in metrics}
     data = None
-    for results_file in sorted(sweep_dir.glob("*/results.json")):
+    for results_file in sorted(sweep_dir.rglob("results.json")):
         res = json.loads(results_file.read_text())
         if res.get("status") != "completed":
             continue
