@@ -46,11 +46,18 @@ class Registry(Generic[T]):
     def _discover(self) -> None:
         if self._discovered:
             return
-        self._discovered = True
         pkg = importlib.import_module(self.package)  # type: ignore[arg-type]
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
-                importlib.import_module(f"{self.package}.{info.name}")
+                module = f"{self.package}.{info.name}"
+                try:
+                    importlib.import_module(module)
+                except Exception as exc:
+                    # a half-filled registry would later claim that entries from other
+                    # modules do not exist; name the module that broke instead
+                    raise BenchError(f"cannot load the {self.kind} module {module}: {type(exc).__name__}: {exc}; "
+                                     "fix or remove that file") from exc
+        self._discovered = True
 
     def names(self) -> list[str]:
         """Registered names, sorted."""

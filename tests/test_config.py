@@ -71,3 +71,25 @@ def test_a_monitor_outside_eval_ks_is_refused(tmp_path):
 
     with pytest.raises(ConfigError, match=r"train.monitor=ndcg@30 is not a computed metric"):
         train_and_test(make_cfg(["loss=slk", "loss.k=30", "trainer.max_epochs=1"], tmp_path))
+
+
+def test_a_broken_plugin_module_is_named_instead_of_hiding_the_others(tmp_path, monkeypatch):
+    import sys
+
+    from bench.errors import BenchError
+    from bench.registry import Registry
+
+    pkg = tmp_path / "plugins_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from bench.registry import Registry\nREG = Registry('widget', package='plugins_pkg')\n")
+    (pkg / "a_good.py").write_text("from plugins_pkg import REG\n@REG.register('good')\nclass Good: pass\n")
+    (pkg / "b_broken.py").write_text("from plugins_pkg import REG\nraise ImportError('no such thing')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import plugins_pkg
+
+    with pytest.raises(BenchError, match=r"cannot load the widget module plugins_pkg.b_broken: ImportError: no such"):
+        plugins_pkg.REG.get("good")
+    (pkg / "b_broken.py").write_text("")
+    sys.modules.pop("plugins_pkg.b_broken", None)
+    assert plugins_pkg.REG.get("good").__name__ == "Good"  # a later lookup retries the discovery
+    assert isinstance(plugins_pkg.REG, Registry)
