@@ -231,3 +231,39 @@ def test_song_trains_with_a_cached_threshold(tmp_path):
 
     res = train_and_test(make_cfg([*TINY, "loss=songk", "loss.threshold=cached", "logger=none"], tmp_path))
     assert res["status"] == "completed"
+
+
+def test_slk_on_sequences_takes_each_query_s_exact_threshold(tmp_path):
+    """SASRec rows are history prefixes: beta must be the K-th score of the prefix's own
+    scores, not of the user's full-history state."""
+    from hydra.utils import instantiate
+
+    from bench.datasets.sequences import leave_one_out
+    from bench.losses import build as build_loss
+    from bench.losses.base import TrainData
+    from bench.thresholds import kth_largest
+    from tests.helpers import make_cfg
+    from tests.test_tasks import _write_sequences
+
+    f = _write_sequences(tmp_path / "seq.tsv")
+    cfg = make_cfg(["task=seq", "model=sasrec", "loss=slk", "dataset=custom", f"dataset.path={f}",
+                    "dataset.k_core=1", "model.max_len=8"], tmp_path)
+    splits, seqs = leave_one_out(instantiate(cfg.dataset).load())
+    train = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train, n_pairs=splits.train.nnz,
+                      sequences=seqs)
+    model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
+    model.bind(train)
+    loss = build_loss("slk", k=3, n_negatives=5)
+    loss.bind(train)
+    assert loss.per_query
+    users = torch.arange(splits.n_users)
+    rows = torch.stack([users, torch.zeros_like(users), torch.zeros_like(users)], 1)
+    batch = model.training_batch(rows, lambda u: torch.randint(0, splits.n_items, (u.numel(), 5)))
+    want = kth_largest(batch.full_scores(torch.arange(batch.pos.shape[0])), 3)
+    assert torch.equal(loss.query_thresholds(batch), want)
+    with torch.no_grad():
+        full_history = kth_largest(model.score_users(batch.users), 3)
+    assert not torch.allclose(want, full_history)  # a prefix is not the full history
+    loss(batch).backward()
+    loss.after_step(batch, model)
+    assert torch.equal(loss.beta, torch.zeros_like(loss.beta))  # no per-user state on sequences

@@ -38,7 +38,9 @@ class SoftmaxLossAtK(RecLoss):
 
     ``beta`` (one threshold per user, a buffer: checkpointed) starts at 0 and, as in
     the reference code, is refreshed in every epoch e with (e + 1) % t_beta == 0, after
-    every optimiser step, for the users of that batch, by the chosen estimator.
+    every optimiser step, for the users of that batch, by the chosen estimator. On
+    sequential data (rows are history prefixes) each row's threshold is instead the exact
+    K-th score of its own query, computed at every step (:meth:`query_thresholds`).
 
     Args:
         k: the K of NDCG@K (20 by default).
@@ -66,11 +68,14 @@ class SoftmaxLossAtK(RecLoss):
         self.estimator: ThresholdEstimator = ESTIMATORS.build(spec.pop("name"), **spec)
         self.diagnostics_users = int(diagnostics_users)
         self.refreshing = False
+        self.per_query = False
         self.register_buffer("beta", torch.zeros(0))
         self.register_buffer("diag_users", torch.zeros(0, dtype=torch.int64))
         self._train_csr = None
 
     def bind(self, data: TrainData) -> None:
+        # sequential data: rows are history prefixes, thresholds are per query (see query_thresholds)
+        self.per_query = data.sequences is not None
         self.beta = torch.zeros(data.n_users, device=self.beta.device)
         self.estimator.bind(data)
         self._train_csr = data.train
@@ -83,7 +88,19 @@ class SoftmaxLossAtK(RecLoss):
         return {"beta": "users", **{f"estimator.{k}": v for k, v in self.estimator.synced_state.items()}}
 
     def forward(self, batch: LossBatch) -> Tensor:
-        return slk_loss(batch.pos, batch.neg, self.beta[batch.users], self.tau_d, self.tau_w, self.self_term)
+        beta = self.query_thresholds(batch) if self.per_query else self.beta[batch.users]
+        return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term)
+
+    @torch.no_grad()
+    def query_thresholds(self, batch: LossBatch, chunk: int = 4096) -> Tensor:
+        """(B,) the exact K-th score of each row's own query (its full score row).
+
+        In sequential recommendation a row's query is a history prefix, not the user: a
+        per-user beta from the user's full-history state would not be on the scale of the
+        prefix's scores. Each step therefore takes every row's exact threshold from the
+        scores the step computed anyway (no state, no refresh schedule)."""
+        rows = torch.arange(batch.pos.shape[0], device=batch.pos.device)
+        return torch.cat([kth_largest(batch.full_scores(part), self.k) for part in rows.split(chunk)])
 
     def on_train_epoch_start(self, epoch: int) -> None:
         self.refreshing = (epoch + 1) % self.t_beta == 0
@@ -91,7 +108,7 @@ class SoftmaxLossAtK(RecLoss):
 
     @torch.no_grad()
     def after_step(self, batch: LossBatch, model) -> None:
-        if self.refreshing:
+        if self.refreshing and not self.per_query:
             self.beta[batch.users] = self.estimator.estimate(model, batch.users, batch.negatives, self.k).to(self.beta.dtype)
 
     @torch.no_grad()
@@ -106,7 +123,7 @@ class SoftmaxLossAtK(RecLoss):
           (full catalogue, self term included) with the current beta.
         """
         users = self.diag_users
-        if users.numel() == 0 or self._train_csr is None:
+        if users.numel() == 0 or self._train_csr is None or self.per_query:
             return {}
         scores = model.score_users(users).float()
         exact = kth_largest(scores, self.k)
