@@ -105,3 +105,22 @@ class ThresholdEstimator(nn.Module):
             k: the rank K.
         """
         raise NotImplementedError
+
+
+class SampleEstimator(ThresholdEstimator):
+    """Base of estimators built from the user's training positives and the batch's
+    negatives: keeps the training data given by :meth:`bind`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train_csr = None
+        self.n_items = 0
+
+    def bind(self, data: "TrainData") -> None:
+        self.train_csr, self.n_items = data.train, data.n_items
+
+    def positives(self, users: Tensor, cap: int | None = None) -> tuple[Tensor, Tensor]:
+        """(items (B, L), valid (B, L)) of each user's training positives."""
+        if self.train_csr is None:
+            raise RuntimeError("bind() the estimator to the training data first")
+        return self.train_csr.to(users.device).padded_rows(users, cap)

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from bench.errors import ConfigError
 from bench.thresholds import ESTIMATORS
-from bench.thresholds.base import ThresholdEstimator, kth_largest, mask_duplicates
+from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
 
 
 def _log_comb(n: Tensor, k: Tensor) -> Tensor:
@@ -35,7 +35,7 @@ def hypergeom_upper_tail(population: Tensor, drawn: Tensor, k: int) -> Tensor:
 
 
 @ESTIMATORS.register("binomial_safe")
-class BinomialSafeEstimator(ThresholdEstimator):
+class BinomialSafeEstimator(SampleEstimator):
     """A sample order statistic high enough to overestimate with probability <= delta
     (THRESHOLDS.md, estimator 6), with positives counted exactly.
 
@@ -62,17 +62,10 @@ class BinomialSafeEstimator(ThresholdEstimator):
         if not 0 < delta < 1:
             raise ConfigError(f"binomial_safe needs 0 < delta < 1, got {delta}")
         self.delta = float(delta)
-        self.train_csr = None
-        self.n_items = 0
-
-    def bind(self, data) -> None:
-        self.train_csr, self.n_items = data.train, data.n_items
 
     @torch.no_grad()
     def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        if self.train_csr is None:
-            raise RuntimeError("bind() the estimator to the training data first")
-        pos_items, valid = self.train_csr.to(users.device).padded_rows(users)
+        pos_items, valid = self.positives(users)
         scores = model.score_items(users, torch.cat([pos_items, negatives], 1))
         n_p = pos_items.shape[1]
         pos = scores[:, :n_p].masked_fill(~valid, float("-inf"))

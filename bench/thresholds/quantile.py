@@ -6,11 +6,11 @@ import torch
 from torch import Tensor
 
 from bench.thresholds import ESTIMATORS
-from bench.thresholds.base import ThresholdEstimator, kth_largest, mask_duplicates
+from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
 
 
 @ESTIMATORS.register("quantile")
-class QuantileEstimator(ThresholdEstimator):
+class QuantileEstimator(SampleEstimator):
     r"""lambda_u follows the (1 - K/|I|)-quantile of u's scores by stochastic pinball steps
     (THRESHOLDS.md, estimator 7; the form of SONG@K's lambda update):
     :math:`\lambda_u \leftarrow \lambda_u + \eta\,\mathrm{clip}(\hat F_u(\lambda_u)\,|I|/K - 1, -1, 1)`,
@@ -32,18 +32,14 @@ class QuantileEstimator(ThresholdEstimator):
         super().__init__()
         self.lr, self.steps = float(lr), int(steps)
         self.register_buffer("lam", torch.zeros(0))
-        self.train_csr = None
-        self.n_items = 0
 
     def bind(self, data) -> None:
-        self.train_csr, self.n_items = data.train, data.n_items
+        super().bind(data)
         self.lam = torch.full((data.n_users,), float("nan"), device=self.lam.device)
 
     @torch.no_grad()
     def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        if self.train_csr is None:
-            raise RuntimeError("bind() the estimator to the training data first")
-        pos_items, valid = self.train_csr.to(users.device).padded_rows(users)
+        pos_items, valid = self.positives(users)
         scores = model.score_items(users, torch.cat([pos_items, negatives], 1)).float()
         n_p = pos_items.shape[1]
         pos = scores[:, :n_p].masked_fill(~valid, float("-inf"))

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from bench.thresholds import ESTIMATORS
-from bench.thresholds.base import ThresholdEstimator
+from bench.thresholds.base import SampleEstimator
 
 
 def weighted_kth(scores: Tensor, weights: Tensor, k: int) -> Tensor:
@@ -31,7 +31,7 @@ def weighted_kth(scores: Tensor, weights: Tensor, k: int) -> Tensor:
 
 
 @ESTIMATORS.register("stratified")
-class StratifiedEstimator(ThresholdEstimator):
+class StratifiedEstimator(SampleEstimator):
     """Positives count once; each sampled negative stands for (|I| - |P_u|) / N of the
     user's negatives (its inverse inclusion rate); the estimate is the largest t whose
     weighted count of scores >= t reaches K (THRESHOLDS.md, estimator 5).
@@ -42,20 +42,9 @@ class StratifiedEstimator(ThresholdEstimator):
 
     safe = False
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.train_csr = None
-        self.n_items = 0
-
-    def bind(self, data) -> None:
-        self.train_csr, self.n_items = data.train, data.n_items
-
     @torch.no_grad()
     def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        if self.train_csr is None:
-            raise RuntimeError("bind() the estimator to the training data first")
-        train = self.train_csr.to(users.device)
-        pos_items, valid = train.padded_rows(users)
+        pos_items, valid = self.positives(users)
         n_pos = valid.sum(1, keepdim=True).to(torch.float64)
         scores = model.score_items(users, torch.cat([pos_items, negatives], 1)).double()
         scores[:, : pos_items.shape[1]].masked_fill_(~valid, float("-inf"))
