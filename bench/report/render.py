@@ -52,28 +52,35 @@ def legend(confidence: float, alpha: float, correction: str, baseline: str | Non
     return text
 
 
+def _grid(title_metrics_rows, pm: str, bold: tuple[str, str], esc, marks: dict[str, str], suffix: str):
+    """(header, body rows) of one table, shared by the Markdown and LaTeX renderings."""
+    _, metrics, rows, cells, base, has_paper = title_metrics_rows
+    head = ["loss", *metrics] + ([f"paper {m}" for m in metrics] if has_paper else []) + \
+        ([f"vs {base}: {m}" for m in metrics] if base else [])
+    body = []
+    for row in rows:
+        cols = [esc(row) + (suffix if row == base else "")]
+        cols += [_cell(cells[(row, m)], pm, bold) if (row, m) in cells else "–" for m in metrics]
+        if has_paper:
+            for m in metrics:
+                r = cells.get((row, m))
+                cols.append("–" if r is None or math.isnan(r["paper"]) else
+                            f"{_num(r['paper'])} ({esc(_pct(r['paper_gap']))})")
+        if base:
+            for m in metrics:
+                r = cells.get((row, m))
+                cols.append("–" if r is None or row == base else
+                            esc(_pct(r["rel_change"])) + "".join(marks[c] for c in _marks(r)))
+        body.append(cols)
+    return [esc(h) for h in head], body
+
+
 def to_markdown(frame: pd.DataFrame, legend_text: str) -> str:
     lines = []
-    for title, metrics, rows, cells, base, has_paper in _layout(frame):
-        head = ["loss", *metrics]
-        if has_paper:
-            head += [f"paper {m}" for m in metrics]
-        if base:
-            head += [f"vs {base}: {m}" for m in metrics]
-        lines += [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for row in rows:
-            cols = [row + (" (baseline)" if row == base else "")]
-            cols += [_cell(cells[(row, m)], "±", ("**", "**")) if (row, m) in cells else "–" for m in metrics]
-            if has_paper:
-                for m in metrics:
-                    r = cells.get((row, m))
-                    cols.append("–" if r is None or math.isnan(r["paper"]) else
-                                f"{_num(r['paper'])} ({_pct(r['paper_gap'])})")
-            if base:
-                for m in metrics:
-                    r = cells.get((row, m))
-                    cols.append("–" if r is None or row == base else f"{_pct(r['rel_change'])}{_marks(r)}")
-            lines.append("| " + " | ".join(cols) + " |")
+    for layout in _layout(frame):
+        head, body = _grid(layout, "±", ("**", "**"), str, {c: c for c in SIG_MARKS.values()}, " (baseline)")
+        lines += [f"### {layout[0]}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(cols) + " |" for cols in body]
         lines.append("")
     lines.append(legend_text)
     return "\n".join(lines) + "\n"
@@ -90,30 +97,12 @@ def to_latex(frame: pd.DataFrame, legend_text: str) -> str:
     """One booktabs ``table`` per (dataset, model); needs ``\\usepackage{booktabs}``."""
     out = []
     marks = {SIG_MARKS["seed"]: r"$^{*}$", SIG_MARKS["user"]: r"$^{\dagger}$"}
-    for title, metrics, rows, cells, base, has_paper in _layout(frame):
-        head = ["loss", *metrics] + ([f"paper {m}" for m in metrics] if has_paper else []) + \
-            ([f"vs {base}: {m}" for m in metrics] if base else [])
-        out += [r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(title)}}}",
-                r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}", r"\toprule",
-                " & ".join(_tex(h) for h in head) + r" \\", r"\midrule"]
-        for row in rows:
-            cols = [_tex(row)]
-            for m in metrics:
-                r = cells.get((row, m))
-                cols.append("--" if r is None else _cell(r, r"$\pm$", (r"\textbf{", "}")))
-            if has_paper:
-                for m in metrics:
-                    r = cells.get((row, m))
-                    cols.append("--" if r is None or math.isnan(r["paper"]) else
-                                f"{_num(r['paper'])} ({_tex(_pct(r['paper_gap']))})")
-            if base:
-                for m in metrics:
-                    r = cells.get((row, m))
-                    if r is None or row == base:
-                        cols.append("--")
-                    else:
-                        cols.append(_tex(_pct(r["rel_change"])) + "".join(marks[c] for c in _marks(r)))
-            out.append(" & ".join(cols) + r" \\")
+    for layout in _layout(frame):
+        head, body = _grid(layout, r"$\pm$", (r"\textbf{", "}"), _tex, marks, "")
+        out += [r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(layout[0])}}}",
+                r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}", r"\toprule", " & ".join(head) + r" \\",
+                r"\midrule"]
+        out += [" & ".join(cols) + r" \\" for cols in body]
         out += [r"\bottomrule", r"\end{tabular}", "", r"\smallskip", _tex(legend_text),
                 r"\end{table}", ""]
     text = "\n".join(out)
