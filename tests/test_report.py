@@ -101,8 +101,8 @@ def test_markdown_latex_and_csv_outputs_parse(runs_dir, tmp_path):
     from markdown_it import MarkdownIt
     from pylatexenc.latexwalker import LatexEnvironmentNode, LatexWalker
 
-    rep = make_report(from_directories([runs_dir])[0], ["recall@20", "ndcg@20"], baseline="sl",
-                      out_dir=tmp_path / "out")
+    make_report(from_directories([runs_dir])[0], ["recall@20", "ndcg@20"], baseline="sl",
+                out_dir=tmp_path / "out")
     tokens = MarkdownIt("commonmark").enable("table").parse((tmp_path / "out" / "report.md").read_text())
     headers = [tokens[i + 1].content for i, tok in enumerate(tokens) if tok.type == "th_open"]
     assert headers == ["loss", "recall@20", "ndcg@20", "paper recall@20", "paper ndcg@20", "vs sl: recall@20",

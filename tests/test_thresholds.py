@@ -203,7 +203,6 @@ def test_lower_bound_shortcut_gives_the_plain_top_k_lists_exactly(seed):
 
 def test_song_takes_its_threshold_from_an_estimator():
     from bench.losses import build as build_loss
-    from bench.losses.base import TrainData
     from bench.models.mf import MF
     from bench.thresholds import kth_largest
 

@@ -6,7 +6,6 @@ import math
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bench.errors import ConfigError
