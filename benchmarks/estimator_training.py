@@ -64,9 +64,11 @@ def _fit_minutes(r: RunRecord) -> float:
 
 def table(records: list[RunRecord], k: int = 20) -> str:
     assign_labels(records)
-    rows: dict[str, list[RunRecord]] = {}
-    for r in records:
-        rows.setdefault(r.variant or "loss.estimator=sampled", []).append(r)
+    # the default estimator may come with or without its override: one row, newest run per seed
+    by_seed: dict[str, dict[int, RunRecord]] = {}
+    for r in sorted(records, key=lambda r: r.finished):
+        by_seed.setdefault(r.variant or "loss.estimator=sampled", {})[r.seed] = r
+    rows = {label: list(runs.values()) for label, runs in by_seed.items()}
     base_label = next((lab for lab in rows if lab == "loss.estimator=sampled"), None)
     recall, ndcg = f"recall@{k}", f"ndcg@{k}"
     lines = [f"| variant | seeds | Recall@{k} | NDCG@{k} | NDCG vs sampled | p (seeds) | p (users) "

@@ -51,3 +51,13 @@ def test_table_compares_each_estimator_with_sampled(script, tmp_path):
     # last validation's diagnostics (not the first's) and fit time in minutes
     assert cached[7:11] == ["0.250", "20", "+0.0100", "2.0 |"]
     assert sampled[8] == "28" and sampled[10] == "1.0 |"
+
+
+def test_sampled_with_and_without_its_override_is_one_row_newest_seed_wins(script, tmp_path):
+    old = [_record(tmp_path, None, s, 0.10, 60.0, 28) for s in range(3)]
+    new = _record(tmp_path, "sampled", 0, 0.13, 60.0, 28)
+    new.finished = 1.0
+    lines = script.table(old + [new]).splitlines()
+    assert len(lines) == 3
+    row = lines[2].split(" | ")
+    assert row[:2] == ["| estimator=sampled", "3"] and row[3].startswith(f"{(0.13 + 0.10 + 0.10) / 3:.4f}")
