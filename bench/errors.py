@@ -19,11 +19,12 @@ def find_user_error(exc: BaseException) -> BenchError | None:
     """The BenchError behind ``exc``, following ``raise ... from`` chains (Hydra's
     ``instantiate`` wraps constructor errors in its own exception)."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, BenchError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BenchError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
     return None
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from bench.errors import BenchError
 
@@ -43,6 +44,10 @@ class Registry(Generic[T]):
 
         return decorator
 
+    def unregister(self, name: str) -> None:
+        """Remove an entry (plugins registered for a while, e.g. by a test)."""
+        self._entries.pop(name, None)
+
     def _discover(self) -> None:
         if self._discovered:
             return
@@ -74,6 +79,11 @@ class Registry(Generic[T]):
                 f"unknown {self.kind} '{name}'{hint}; known: {', '.join(self.names())}"
             )
         return self._entries[name]
+
+    def items(self) -> list[tuple[str, Callable[..., T]]]:
+        """(name, entry) pairs in registration order (built-ins first, then discovered ones)."""
+        self._discover()
+        return list(self._entries.items())
 
     def build(self, name: str, **kwargs: Any) -> T:
         """Instantiate the entry called ``name`` with ``kwargs``."""

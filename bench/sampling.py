@@ -108,17 +108,10 @@ class UniformNegativeSampler:
         if full.numel():
             raise DataError(f"user {int(full[0])} has every item as a training positive; no negative can be drawn")
         self.train = train
-        self._device_train: dict[str, CSR] = {}
-
-    def _on(self, device: torch.device) -> CSR:
-        key = str(device)
-        if key not in self._device_train:
-            self._device_train[key] = self.train.to(device)
-        return self._device_train[key]
 
     def sample(self, users: Tensor, n: int, generator: torch.Generator) -> Tensor:
         """(B, n) negative item ids for users (B,), drawn with ``generator``."""
-        train = self._on(users.device)
+        train = self.train.on(users.device)
         positives = train.dense_rows(users)
         draws = torch.randint(0, train.n_items, (users.numel(), n), generator=generator, device=users.device)
         # redraw only the rejected entries, tracked by flat position

@@ -1,11 +1,13 @@
-"""Data sources. Each loader has a ``load() -> Interactions`` method; see :mod:`bench.datasets.base`."""
+"""Data sources (each loader has a ``load()`` method returning :class:`Interactions` or a
+:class:`Graph`), the containers, and the splits every task hands to training."""
 
-from bench.datasets.base import CFSplits, CSR, Interactions, split_validation
+from bench.datasets.base import CSR, Interactions
 from bench.datasets.custom import CustomFile
-from bench.datasets.ir_benchmark import IRBenchmark
 from bench.datasets.graph import Graph, SyntheticGraph, split_edges
+from bench.datasets.ir_benchmark import IRBenchmark
 from bench.datasets.planetoid import Planetoid
+from bench.datasets.splits import RankingSplits, split_validation
 from bench.datasets.synthetic import Synthetic
 
-__all__ = ["CFSplits", "CSR", "CustomFile", "Graph", "IRBenchmark", "Interactions", "Planetoid", "Synthetic",
+__all__ = ["CSR", "CustomFile", "Graph", "IRBenchmark", "Interactions", "Planetoid", "RankingSplits", "Synthetic",
            "SyntheticGraph", "split_edges", "split_validation"]

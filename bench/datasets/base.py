@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from bench.errors import ConfigError
-
 log = logging.getLogger(__name__)
 
 
@@ -42,9 +40,10 @@ class CSR:
     indptr: Tensor  # (n_users + 1,) int64
     indices: Tensor  # (nnz,) int64
     n_items: int
+    _copies: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
-    def from_pairs(cls, pairs: Tensor, n_users: int, n_items: int) -> "CSR":
+    def from_pairs(cls, pairs: Tensor, n_users: int, n_items: int) -> CSR:
         """Build from (E, 2) (user, item) pairs (any order, no duplicates)."""
         pairs = pairs.to(torch.int64)
         order = torch.argsort(pairs[:, 0] * n_items + pairs[:, 1])
@@ -119,8 +118,19 @@ class CSR:
         out[rows, items] = True
         return out
 
-    def to(self, device: torch.device | str) -> "CSR":
+    def to(self, device: torch.device | str) -> CSR:
         return CSR(self.indptr.to(device), self.indices.to(device), self.n_items)
+
+    def on(self, device: torch.device | str) -> CSR:
+        """This CSR on ``device``, copied once per device and then reused (training and
+        evaluation ask for it every step)."""
+        device = torch.device(device)
+        if self.indptr.device == device:
+            return self
+        key = str(device)
+        if key not in self._copies:
+            self._copies[key] = self.to(device)
+        return self._copies[key]
 
 
 @dataclass
@@ -147,30 +157,9 @@ class Interactions:
     def __post_init__(self) -> None:
         for split in ("train", "test"):
             pairs = getattr(self, split)
-            if pairs.numel() and (pairs.min() < 0 or pairs[:, 0].max() >= self.n_users or pairs[:, 1].max() >= self.n_items):
+            if pairs.numel() and (pairs.min() < 0 or pairs[:, 0].max() >= self.n_users
+                                  or pairs[:, 1].max() >= self.n_items):
                 raise ValueError(f"{self.name}: {split} ids out of range")
-
-
-@dataclass
-class CFSplits:
-    """Train / validation / test item lists per user for collaborative filtering."""
-
-    name: str
-    n_users: int
-    n_items: int
-    train: CSR
-    valid: CSR
-    test: CSR
-
-    def summary(self) -> dict:
-        return {
-            "dataset": self.name,
-            "n_users": self.n_users,
-            "n_items": self.n_items,
-            "n_train": self.train.nnz,
-            "n_valid": self.valid.nnz,
-            "n_test": self.test.nnz,
-        }
 
 
 def random_holdout(users: Tensor, n_holdout: Tensor, gen: torch.Generator) -> Tensor:
@@ -208,41 +197,3 @@ def per_user_split(pairs: Tensor, n_users: int, test_fraction: float, gen: torch
     n_test = torch.minimum(n_test, deg - 1).clamp(min=0)
     is_test = random_holdout(pairs[:, 0], n_test, gen)
     return pairs[~is_test], pairs[is_test]
-
-
-def split_validation(
-    data: Interactions, fraction: float = 0.1, seed: int = 0
-) -> CFSplits:
-    """Hold out a random ``fraction`` of each user's training items for validation.
-
-    The SL@K paper's protocol: ``max(1, floor(fraction * n_u))`` items per user, drawn
-    uniformly without replacement, seeded by the run's seed. A user with a single
-    training item keeps it for training (holding it out would leave the user with no
-    training signal); 10-core data never has such users.
-
-    Args:
-        data: the data set; its ``train`` pairs are split.
-        fraction: share of each user's training items to hold out, in [0, 1).
-        seed: seed of the split (the run's seed).
-    Returns:
-        CFSplits with disjoint train and valid, and data.test as test.
-    """
-    if not 0.0 <= fraction < 1.0:
-        raise ConfigError(f"train.valid_fraction must be in [0, 1), got {fraction}")
-    train = CSR.from_pairs(data.train, data.n_users, data.n_items)
-    test = CSR.from_pairs(data.test, data.n_users, data.n_items)
-    deg = train.degrees()
-    n_valid = torch.clamp(torch.floor(deg.double() * fraction).long(), min=1)
-    if fraction == 0.0:
-        n_valid = torch.zeros_like(deg)
-    n_valid = torch.where(deg >= 2, n_valid, torch.zeros_like(deg))
-    is_valid = random_holdout(train.row_ids(), n_valid, torch.Generator().manual_seed(int(seed)))
-    pairs = train.to_pairs()
-    return CFSplits(
-        name=data.name,
-        n_users=data.n_users,
-        n_items=data.n_items,
-        train=CSR.from_pairs(pairs[~is_valid], data.n_users, data.n_items),
-        valid=CSR.from_pairs(pairs[is_valid], data.n_users, data.n_items),
-        test=test,
-    )

@@ -91,9 +91,11 @@ class CustomFile:
                  data_dir: str | None = None, cache_dir: str | None = None, download: bool = True) -> None:
         if not path and not remote:
             raise DataError("dataset=custom needs a file: add dataset.path=/path/to/interactions.tsv")
-        if not path:
+        if not path and remote is not None:
             remote_file = RemoteFile(rel=remote["rel"], url=remote["url"], sha256=remote.get("sha256"))
             path = str(fetch(remote_file, data_dir, cache_dir, download))
+        if not path:
+            raise DataError("dataset=custom needs a file: add dataset.path=/path/to/interactions.tsv")
         self.path = Path(path).expanduser()
         self.format = format
         self.header = header
@@ -132,7 +134,8 @@ class CustomFile:
         frame = frame.sort_values(sort_cols, kind="stable").drop_duplicates(["user", "item"], keep="first")
         frame = k_core(frame, self.k_core)
         if frame.empty:
-            raise DataError(f"{self.path}: no interactions left after {self.k_core}-core filtering; lower dataset.k_core")
+            raise DataError(f"{self.path}: no interactions left after {self.k_core}-core filtering; "
+                            "lower dataset.k_core")
         user_codes, user_ids = pd.factorize(frame["user"], sort=True)
         item_codes, item_ids = pd.factorize(frame["item"], sort=True)
         pairs = torch.from_numpy(np.stack([user_codes, item_codes], 1).astype(np.int64))

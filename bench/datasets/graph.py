@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from bench.datasets.base import CFSplits, CSR
+from bench.datasets.base import CSR
+from bench.datasets.splits import RankingSplits
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Graph:
 
 
 def split_edges(graph: Graph, valid_fraction: float = 0.05, test_fraction: float = 0.10,
-                seed: int = 0) -> CFSplits:
+                seed: int = 0) -> RankingSplits:
     """Split undirected edges into train / valid / test, as per-node item lists.
 
     Each undirected edge goes to exactly one split and appears there in both directions
@@ -42,7 +43,7 @@ def split_edges(graph: Graph, valid_fraction: float = 0.05, test_fraction: float
         valid_fraction, test_fraction: shares of the edges held out.
         seed: split seed (fixed per data set, so every run seed sees the same split).
     Returns:
-        CFSplits with users = items = nodes.
+        RankingSplits with users = items = nodes.
     """
     n, e = graph.n_nodes, graph.edges.shape[0]
     order = torch.randperm(e, generator=torch.Generator().manual_seed(int(seed)))
@@ -53,7 +54,7 @@ def split_edges(graph: Graph, valid_fraction: float = 0.05, test_fraction: float
         und = graph.edges[idx]
         return CSR.from_pairs(torch.cat([und, und.flip(1)]), n, n)
 
-    return CFSplits(name=graph.name, n_users=n, n_items=n, train=both_ways(parts["train"]),
+    return RankingSplits(name=graph.name, n_users=n, n_items=n, train=both_ways(parts["train"]),
                     valid=both_ways(parts["valid"]), test=both_ways(parts["test"]))
 
 
@@ -67,8 +68,8 @@ class SyntheticGraph:
 
     def __init__(self, n_nodes: int = 300, n_blocks: int = 6, p_in: float = 0.08, p_out: float = 0.004,
                  n_features: int = 16, noise: float = 0.5, seed: int = 7, name: str = "synthetic-graph") -> None:
-        self.__dict__.update(n_nodes=n_nodes, n_blocks=n_blocks, p_in=p_in, p_out=p_out, n_features=n_features,
-                             noise=noise, seed=seed, name=name)
+        self.n_nodes, self.n_blocks, self.p_in, self.p_out = n_nodes, n_blocks, p_in, p_out
+        self.n_features, self.noise, self.seed, self.name = n_features, noise, seed, name
 
     def load(self) -> Graph:
         gen = torch.Generator().manual_seed(int(self.seed))

@@ -14,8 +14,9 @@ import shutil
 from pathlib import Path
 
 import torch
-from bench.datasets.graph import Graph
+
 from bench.datasets.download import RemoteFile, default_cache_dir, fetch
+from bench.datasets.graph import Graph
 from bench.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bench.datasets.base import CFSplits, CSR, Interactions
+from bench.datasets.base import CSR, Interactions
+from bench.datasets.splits import RankingSplits
 from bench.errors import ConfigError
 
 
@@ -27,16 +28,16 @@ class Sequences:
     valid_item: Tensor
 
 
-def leave_one_out(data: Interactions) -> tuple[CFSplits, Sequences]:
+def leave_one_out(data: Interactions) -> tuple[RankingSplits, Sequences]:
     """Split every user's time-ordered interactions: last = test, second-to-last = valid,
-    the rest train (EVALUATION.md). Users with fewer than 3 interactions keep all of them
+    the rest train (docs/evaluation.md#splits). Users with fewer than 3 interactions keep all of them
     for training and are not evaluated. Ties in time are ordered by item id.
 
     Returns:
         (splits, sequences): per-user item sets (masks and targets) and the ordered
         training sequences.
     """
-    if data.train_timestamps is None:
+    if data.train_timestamps is None or data.test_timestamps is None:
         raise ConfigError(f"task=seq needs timestamps; data set '{data.name}' has none: use dataset=ml100k-seq "
                           "or a custom file with a timestamp column")
     pairs = torch.cat([data.train, data.test])
@@ -57,7 +58,7 @@ def leave_one_out(data: Interactions) -> tuple[CFSplits, Sequences]:
     valid_item = torch.full((n_users,), -1, dtype=torch.int64)
     valid_item[pairs[is_valid, 0]] = pairs[is_valid, 1]
     sequences = Sequences(items=train[:, 1].contiguous(), indptr=indptr, valid_item=valid_item)
-    splits = CFSplits(name=data.name, n_users=n_users, n_items=n_items,
+    splits = RankingSplits(name=data.name, n_users=n_users, n_items=n_items,
                       train=CSR.from_pairs(torch.unique(train, dim=0), n_users, n_items),
                       valid=CSR.from_pairs(pairs[is_valid], n_users, n_items),
                       test=CSR.from_pairs(pairs[is_test], n_users, n_items))

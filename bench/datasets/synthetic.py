@@ -35,9 +35,10 @@ class Synthetic:
                  test_fraction: float = 0.2, seed: int = 2024, name: str = "synthetic") -> None:
         if min_per_user > n_items:
             raise ValueError("min_per_user cannot exceed n_items")
-        self.__dict__.update(n_users=n_users, n_items=n_items, dim=dim, mean_per_user=mean_per_user,
-                             min_per_user=min_per_user, alpha=alpha, temperature=temperature,
-                             test_fraction=test_fraction, seed=seed, name=name)
+        self.n_users, self.n_items, self.dim = n_users, n_items, dim
+        self.mean_per_user, self.min_per_user = mean_per_user, min_per_user
+        self.alpha, self.temperature, self.test_fraction = alpha, temperature, test_fraction
+        self.seed, self.name = seed, name
 
     def load(self) -> Interactions:
         gen = torch.Generator().manual_seed(int(self.seed))

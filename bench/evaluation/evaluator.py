@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -41,19 +41,12 @@ class FullRankingEvaluator:
         self.users = (target.degrees() > 0).nonzero().squeeze(1)
         self.n_skipped = target.n_users - self.users.numel()
         self.chunk_size = max(1, int(max_scores) // max(self.n_items, 1))
-        self._device_csr: dict[str, tuple[CSR, list[CSR]]] = {}
         self._target_keys: dict[str, Tensor] = {}
 
     def user_chunks(self, rank: int = 0, world: int = 1) -> list[Tensor]:
         """The evaluated user ids, split into chunks; with ``world`` > 1, rank ``rank``'s
         share (every ``world``-th user, so shares differ by at most one user)."""
         return list(self.users[rank::world].split(self.chunk_size))
-
-    def _csr_on(self, device: torch.device) -> tuple[CSR, list[CSR]]:
-        key = str(device)
-        if key not in self._device_csr:
-            self._device_csr[key] = (self.target.to(device), [c.to(device) for c in self.exclude])
-        return self._device_csr[key]
 
     @torch.no_grad()
     def evaluate_chunk(self, score_users: Callable[[Tensor], Tensor], users: Tensor) -> dict[str, Tensor]:
@@ -65,11 +58,11 @@ class FullRankingEvaluator:
         Returns:
             ``{"ndcg@20": (b,) float64, ...}``.
         """
-        target, exclude = self._csr_on(users.device)
+        target = self.target.on(users.device)
         scores = score_users(users).float()
         flat = scores.view(-1)
-        for csr in exclude:
-            rows, items = csr.gather_rows(users)
+        for csr in self.exclude:
+            rows, items = csr.on(users.device).gather_rows(users)
             flat.index_fill_(0, rows * self.n_items + items, float("-inf"))
         top = rank_items(scores, max(self.ks))
         # topk ranks NaN above every number, so a NaN anywhere in a row shows at rank 1
@@ -88,7 +81,8 @@ class FullRankingEvaluator:
         pos = torch.searchsorted(keys, query).clamp_(max=max(keys.numel() - 1, 0))
         return keys[pos] == query if keys.numel() else torch.zeros_like(query, dtype=torch.bool)
 
-    def evaluate(self, score_users: Callable[[Tensor], Tensor], device: torch.device | str = "cpu") -> dict[str, Tensor]:
+    def evaluate(self, score_users: Callable[[Tensor], Tensor],
+                 device: torch.device | str = "cpu") -> dict[str, Tensor]:
         """Per-user metrics for all evaluated users (see :meth:`evaluate_chunk`)."""
         parts = [self.evaluate_chunk(score_users, chunk.to(device)) for chunk in self.user_chunks()]
         return {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}

@@ -2,19 +2,21 @@
 
 Adding a loss: a module in this package with a :class:`~bench.losses.base.RecLoss`
 subclass decorated ``@LOSSES.register("name")``, plus ``conf/loss/name.yaml``. Modules
-here are discovered automatically.
+here are discovered automatically. Formulas and switches: docs/losses.md.
 """
+
+from typing import Any
 
 from bench.registry import Registry
 
 LOSSES: Registry = Registry("loss", package="bench.losses")
 
-from bench.losses.base import LossBatch, RecLoss, TrainData  # noqa: E402
+from bench.losses.base import RecLoss  # noqa: E402
 
-__all__ = ["LOSSES", "LossBatch", "RecLoss", "TrainData", "build"]
+__all__ = ["LOSSES", "RecLoss", "build"]
 
 
-def build(name: str, recipe: dict | None = None, **kwargs) -> RecLoss:
+def build(name: str, recipe: dict | None = None, **kwargs: Any) -> RecLoss:
     """Instantiate the loss registered as ``name`` (the Hydra ``_target_`` of conf/loss/*).
 
     ``recipe`` holds the loss's recommended settings for other parts of the pipeline

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from bench.contracts import LossBatch
 from bench.losses import LOSSES
-from bench.losses.base import LossBatch, RecLoss
+from bench.losses.base import RecLoss
 
 
 def bpr_loss(pos: Tensor, neg: Tensor) -> Tensor:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import LossBatch, RecLoss
+from bench.losses.base import RecLoss
 
 
 def bsl_loss(pos: Tensor, neg: Tensor, tau1: float, tau2: float) -> Tensor:

@@ -8,9 +8,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from bench.contracts import LossBatch, TrainData
 from bench.errors import ConfigError
+from bench.evaluation.metrics import ranks_within
 from bench.losses import LOSSES
-from bench.losses.base import LossBatch, RecLoss
+from bench.losses.base import RecLoss
 
 VARIANTS = ("paper", "reference_code")
 RANKS = ("exact", "sampled")
@@ -43,10 +45,8 @@ def lambda_weights(rank_pos: Tensor, rank_neg: Tensor, k: int, variant: str = "p
 
 def exact_ranks(full_scores: Tensor, scores: Tensor) -> Tensor:
     """1 + #{items scoring strictly higher} for each entry of ``scores`` (B, M), against
-    the rows of ``full_scores`` (B, I): a sort and a binary search, no Python loop."""
-    ascending = torch.sort(full_scores, dim=1).values
-    above = full_scores.shape[1] - torch.searchsorted(ascending, scores.contiguous(), right=True)
-    return (1 + above).to(scores.dtype)
+    the rows of ``full_scores`` (B, I), in the scores' dtype."""
+    return ranks_within(full_scores, scores).to(scores.dtype)
 
 
 def sampled_ranks(pos: Tensor, neg: Tensor, n_items: int) -> tuple[Tensor, Tensor]:
@@ -59,8 +59,9 @@ def sampled_ranks(pos: Tensor, neg: Tensor, n_items: int) -> tuple[Tensor, Tenso
 
 @LOSSES.register("lambdalossk")
 class LambdaLossAtK(RecLoss):
-    r"""LambdaLoss@K: :math:`\delta_{ij}\,\mu_{ij}\,\mathrm{softplus}(s_{uj} - s_{ui})`, averaged
-    over pairs and negatives, with rank-based weights from the current model.
+    r"""LambdaLoss@K (docs/losses.md#lambdalossk):
+    :math:`\delta_{ij}\,\mu_{ij}\,\mathrm{softplus}(s_{uj} - s_{ui})`, averaged over pairs and
+    negatives, with rank-based weights from the current model.
 
     Args:
         k: the K of NDCG@K.
@@ -79,9 +80,9 @@ class LambdaLossAtK(RecLoss):
         if ranks not in RANKS:
             raise ConfigError(f"unknown LambdaLoss@K ranks '{ranks}'; known: {', '.join(RANKS)}")
         self.k, self.variant, self.ranks, self.chunk = int(k), variant, ranks, int(chunk)
-        self.n_items = None
+        self.n_items: int | None = None
 
-    def bind(self, data) -> None:
+    def bind(self, data: TrainData) -> None:
         self.n_items = data.n_items
 
     def forward(self, batch: LossBatch) -> Tensor:

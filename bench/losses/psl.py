@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import LossBatch, RecLoss
+from bench.losses.base import RecLoss
 
 _TINY = 1e-12
 

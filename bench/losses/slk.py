@@ -7,11 +7,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
+from bench.datasets.base import CSR
 from bench.errors import ConfigError
+from bench.evaluation.metrics import ranks_within
 from bench.losses import LOSSES
-from bench.losses.base import LossBatch, RecLoss, TrainData
+from bench.losses.base import RecLoss
 from bench.losses.softmax import softmax_terms
-from bench.thresholds import ESTIMATORS, ThresholdEstimator, kth_largest
+from bench.thresholds import ThresholdEstimator, from_spec, kth_largest
 
 
 def slk_loss(pos: Tensor, neg: Tensor, beta: Tensor, tau_d: float, tau_w: float, self_term: bool = False) -> Tensor:
@@ -33,7 +36,8 @@ def slk_loss(pos: Tensor, neg: Tensor, beta: Tensor, tau_d: float, tau_w: float,
 
 @LOSSES.register("slk")
 class SoftmaxLossAtK(RecLoss):
-    """SL@K: the softmax loss weighted by a smooth top-K indicator of the positive.
+    """SL@K: the softmax loss weighted by a smooth top-K indicator of the positive
+    (docs/losses.md#slk).
 
     ``beta`` (one threshold per user, a buffer: checkpointed) starts at 0 and, as in
     the reference code, is refreshed in every epoch e with (e + 1) % t_beta == 0, after
@@ -55,22 +59,25 @@ class SoftmaxLossAtK(RecLoss):
             0 disables them.
     """
 
+    beta: Tensor  # buffers (checkpointed)
+    diag_users: Tensor
+
     def __init__(self, k: int = 20, tau_d: float = 0.2, tau_w: float = 2.5, t_beta: int = 5,
                  self_term: bool = False, estimator: Any = "sampled", n_negatives: int = 1000,
                  diagnostics_users: int = 256) -> None:
         super().__init__(n_negatives=n_negatives)
         if k < 1 or tau_d <= 0 or tau_w <= 0 or t_beta < 1:
-            raise ConfigError(f"SL@K needs k >= 1, tau_d > 0, tau_w > 0, t_beta >= 1 (got {k}, {tau_d}, {tau_w}, {t_beta})")
+            raise ConfigError(f"SL@K needs k >= 1, tau_d > 0, tau_w > 0, t_beta >= 1 "
+                              f"(got {k}, {tau_d}, {tau_w}, {t_beta})")
         self.k, self.tau_d, self.tau_w, self.t_beta = int(k), float(tau_d), float(tau_w), int(t_beta)
         self.self_term = bool(self_term)
-        spec = dict(estimator) if not isinstance(estimator, str) else {"name": estimator}
-        self.estimator: ThresholdEstimator = ESTIMATORS.build(spec.pop("name"), **spec)
+        self.estimator: ThresholdEstimator = from_spec(estimator)
         self.diagnostics_users = int(diagnostics_users)
         self.refreshing = False
         self.per_query = False
         self.register_buffer("beta", torch.zeros(0))
         self.register_buffer("diag_users", torch.zeros(0, dtype=torch.int64))
-        self._train_csr = None
+        self._train_csr: CSR | None = None
 
     def bind(self, data: TrainData) -> None:
         # sequential data: rows are history prefixes, thresholds are per query (see query_thresholds)
@@ -82,12 +89,11 @@ class SoftmaxLossAtK(RecLoss):
         n = min(self.diagnostics_users, data.n_users)
         self.diag_users = torch.randperm(data.n_users, generator=gen)[:n].sort().values.to(self.beta.device)
 
-    @property
-    def synced_state(self) -> dict[str, str]:  # type: ignore[override]
-        return {"beta": "users", **{f"estimator.{k}": v for k, v in self.estimator.synced_state.items()}}
+    def synced_rows(self, batch: LossBatch) -> SyncedRows:
+        return [(self.beta, batch.require("users")), *self.estimator.synced_rows(batch)]
 
     def forward(self, batch: LossBatch) -> Tensor:
-        beta = self.query_thresholds(batch) if self.per_query else self.beta[batch.users]
+        beta = self.query_thresholds(batch) if self.per_query else self.beta[batch.require("users")]
         return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term)
 
     @torch.no_grad()
@@ -99,19 +105,22 @@ class SoftmaxLossAtK(RecLoss):
         prefix's scores. Each step therefore takes every row's exact threshold from the
         scores the step computed anyway (no state, no refresh schedule)."""
         rows = torch.arange(batch.pos.shape[0], device=batch.pos.device)
-        return torch.cat([kth_largest(batch.full_scores(part), self.k) for part in rows.split(chunk)])
+        full_scores = batch.require("full_scores")
+        return torch.cat([kth_largest(full_scores(part), self.k) for part in rows.split(chunk)])
 
     def on_train_epoch_start(self, epoch: int) -> None:
         self.refreshing = (epoch + 1) % self.t_beta == 0
         self.estimator.on_train_epoch_start(epoch)
 
     @torch.no_grad()
-    def after_step(self, batch: LossBatch, model) -> None:
+    def after_step(self, batch: LossBatch) -> None:
         if self.refreshing and not self.per_query:
-            self.beta[batch.users] = self.estimator.estimate(model, batch.users, batch.negatives, self.k).to(self.beta.dtype)
+            users = batch.require("users")
+            beta = self.estimator.estimate(batch.require("scorer"), users, batch.require("negatives"), self.k)
+            self.beta[users] = beta.to(self.beta.dtype)
 
     @torch.no_grad()
-    def diagnostics(self, model) -> dict[str, float]:
+    def diagnostics(self, scorer: Scorer) -> dict[str, float]:
         """Estimate vs exact beta on a fixed user sample, and the Theorem 3.2 check.
 
         - ``beta_overestimate_rate``: share of users with beta > exact K-th score.
@@ -124,7 +133,7 @@ class SoftmaxLossAtK(RecLoss):
         users = self.diag_users
         if users.numel() == 0 or self._train_csr is None or self.per_query:
             return {}
-        scores = model.score_users(users).float()
+        scores = scorer.score_users(users).float()
         exact = kth_largest(scores, self.k)
         beta = self.beta[users]
         eff_rank = (scores >= beta[:, None]).sum(1).float()
@@ -137,8 +146,7 @@ class SoftmaxLossAtK(RecLoss):
         train = self._train_csr.to(users.device)
         pos_items, valid = train.padded_rows(users)
         pos = scores.gather(1, pos_items)
-        ascending = torch.sort(scores, dim=1).values
-        rank = 1 + scores.shape[1] - torch.searchsorted(ascending, pos.contiguous(), right=True)  # 1 + #{s > s_ui}
+        rank = ranks_within(scores, pos)  # 1 + #{s > s_ui}
         in_top = valid & (rank <= self.k)
         hits = in_top.sum(1)
         dcg = torch.where(in_top, 1.0 / torch.log2(rank.float() + 1), torch.zeros_like(pos)).sum(1)

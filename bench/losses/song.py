@@ -8,9 +8,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from bench.contracts import LossBatch, SyncedRows, TrainData
 from bench.errors import ConfigError
+from bench.evaluation.metrics import ideal_dcg
 from bench.losses import LOSSES
-from bench.losses.base import LossBatch, RecLoss, TrainData
+from bench.losses.base import RecLoss
+from bench.thresholds import ThresholdEstimator, from_spec
 
 
 def song_weights(pos: Tensor, u: Tensor, lam: Tensor, idcg: Tensor, n_items: int, alpha: float | None) -> Tensor:
@@ -31,13 +34,14 @@ def song_g(pos: Tensor, neg: Tensor, margin: float) -> Tensor:
 
 @LOSSES.register("songk")
 class SONGAtK(RecLoss):
-    r"""SONG@K, per positive pair (u, i) with list S = {i} ∪ N_ui:
+    r"""SONG@K (docs/losses.md#songk), per positive pair (u, i) with list S = {i} ∪ N_ui:
 
     - :math:`g_{ui} = \mathrm{mean}_{j \in S}\, \max(0, m - (s_{ui} - s_{uj}))^2`
     - :math:`u_{ui} \leftarrow (1-\gamma_0) u_{ui} + \gamma_0 g_{ui}` (one state per training pair)
     - :math:`\nabla f = |I| / ((\log_2(1 + |I| u_{ui}))^2 (1 + |I| u_{ui}) \ln 2)` (no gradient)
     - :math:`\psi_{ui} = \sigma((s_{ui} - \lambda_u)\,a)` (no gradient), a = 1/tau1 by default
-    - :math:`\lambda_u \leftarrow \lambda_u - \eta_0 (K/|I| + \tau_2 \lambda_u - \mathrm{mean}_{j \in S} \sigma((s_{uj} - \lambda_u)/\tau_1))`
+    - :math:`\lambda_u \leftarrow \lambda_u - \eta_0 (K/|I| + \tau_2 \lambda_u
+      - \mathrm{mean}_{j \in S} \sigma((s_{uj} - \lambda_u)/\tau_1))`
     - loss = mean over pairs of :math:`\psi_{ui} \nabla f\, g_{ui} / \mathrm{IDCG@K}_u`
 
     Per-pair u and per-user lambda are buffers (checkpointed). With K = 0 the top-K
@@ -56,6 +60,10 @@ class SONGAtK(RecLoss):
         n_negatives: N.
     """
 
+    u: Tensor  # buffers (checkpointed)
+    lam: Tensor
+    idcg: Tensor
+
     def __init__(self, k: int = 20, gamma0: float = 0.9, eta0: float = 0.01, margin: float = 1.0,
                  tau1: float = 0.01, tau2: float = 1e-4, sigmoid_alpha: float | None = None,
                  threshold: Any = "learned", n_negatives: int = 1000) -> None:
@@ -65,12 +73,7 @@ class SONGAtK(RecLoss):
         self.k, self.gamma0, self.eta0, self.margin = int(k), float(gamma0), float(eta0), float(margin)
         self.tau1, self.tau2 = float(tau1), float(tau2)
         self.alpha = 1.0 / self.tau1 if sigmoid_alpha is None else float(sigmoid_alpha)
-        self.estimator = None
-        if threshold != "learned":
-            from bench.thresholds import ESTIMATORS
-
-            spec = dict(threshold) if not isinstance(threshold, str) else {"name": threshold}
-            self.estimator = ESTIMATORS.build(spec.pop("name"), **spec)
+        self.estimator: ThresholdEstimator | None = None if threshold == "learned" else from_spec(threshold)
         self.register_buffer("u", torch.zeros(0))
         self.register_buffer("lam", torch.zeros(0))
         self.register_buffer("idcg", torch.zeros(0))
@@ -80,35 +83,32 @@ class SONGAtK(RecLoss):
         self.n_items = data.n_items
         self.u = torch.zeros(data.n_pairs, device=self.u.device)
         self.lam = torch.zeros(data.n_users, device=self.u.device)
-        n_pos = data.train.degrees().clamp(min=1, max=max(self.k, 1) if self.k > 0 else None).double()
-        ideal = torch.cumsum(1.0 / torch.log2(torch.arange(2, int(n_pos.max()) + 2, dtype=torch.float64)), 0)
-        self.idcg = ideal[(n_pos - 1).long()].float().to(self.u.device)
+        self.idcg = ideal_dcg(data.train.degrees(), self.k if self.k > 0 else None).float().to(self.u.device)
         if self.estimator is not None:
             self.estimator.bind(data)
 
-    @property
-    def synced_state(self) -> dict[str, str]:  # type: ignore[override]
-        extra = {} if self.estimator is None else {f"estimator.{k}": v for k, v in self.estimator.synced_state.items()}
-        return {"u": "pair_ids", "lam": "users", **extra}
+    def synced_rows(self, batch: LossBatch) -> SyncedRows:
+        extra = [] if self.estimator is None else self.estimator.synced_rows(batch)
+        return [(self.u, batch.require("pair_ids")), (self.lam, batch.require("users")), *extra]
 
     def on_train_epoch_start(self, epoch: int) -> None:
         if self.estimator is not None:
             self.estimator.on_train_epoch_start(epoch)
 
     def forward(self, batch: LossBatch) -> Tensor:
-        pos, neg, users, pair_ids = batch.pos, batch.neg, batch.users, batch.pair_ids
+        pos, neg, users, pair_ids = batch.pos, batch.neg, batch.require("users"), batch.require("pair_ids")
         g = song_g(pos, neg, self.margin)
         with torch.no_grad():
             u = (1 - self.gamma0) * self.u[pair_ids] + self.gamma0 * g.detach()
             self.u[pair_ids] = u
             if self.estimator is not None and self.k > 0:
-                if batch.model is None:
-                    raise ValueError("SONG@K with a threshold estimator needs LossBatch.model")
-                self.lam[users] = self.estimator.estimate(batch.model, users, batch.negatives, self.k).to(self.lam.dtype)
+                estimate = self.estimator.estimate(batch.require("scorer"), users, batch.require("negatives"), self.k)
+                self.lam[users] = estimate.to(self.lam.dtype)
             lam = self.lam[users]
             weight = song_weights(pos, u, lam, self.idcg[users], self.n_items, self.alpha if self.k > 0 else None)
             if self.k > 0 and self.estimator is None:
                 listed = torch.cat([pos.unsqueeze(1), neg], dim=1).detach()
-                grad = self.k / self.n_items + self.tau2 * lam - torch.sigmoid((listed - lam[:, None]) / self.tau1).mean(1)
+                above = torch.sigmoid((listed - lam[:, None]) / self.tau1).mean(1)
+                grad = self.k / self.n_items + self.tau2 * lam - above
                 self.lam[users] = lam - self.eta0 * grad
         return (weight * g).mean()

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bench.contracts import TrainData
 from bench.errors import ConfigError
 from bench.models import MODELS
 from bench.models.base import EmbeddingModel
@@ -28,10 +29,13 @@ class GNN(EmbeddingModel):
         score: "dot" (default for link prediction) or "cosine".
     """
 
+    features: Tensor  # buffers set by bind()
+    edge_index: Tensor
+
     tasks = ("linkpred",)
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, hidden: int = 256, layers: int = 2,
-                 conv: str = "gcn", dropout: float = 0.5, score: str = "dot", name: str = "gnn") -> None:
+                 conv: str = "gcn", dropout: float = 0.5, score: str = "dot") -> None:
         super().__init__(n_users, n_items, score)
         if conv not in CONVS:
             raise ConfigError(f"unknown model.conv '{conv}'; known: {', '.join(CONVS)}")
@@ -42,7 +46,7 @@ class GNN(EmbeddingModel):
         self.register_buffer("features", torch.zeros(0), persistent=False)
         self.register_buffer("edge_index", torch.zeros(2, 0, dtype=torch.long), persistent=False)
 
-    def bind(self, data) -> None:
+    def bind(self, data: TrainData) -> None:
         from torch_geometric.nn import GCNConv, SAGEConv
 
         if data.node_features is None:

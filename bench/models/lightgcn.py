@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from bench.contracts import TrainData
 from bench.datasets.base import CSR
 from bench.errors import ConfigError
 from bench.models import MODELS
@@ -45,15 +46,17 @@ class LightGCN(MF):
         layers: L (2 in the SL@K paper).
     """
 
+    adjacency: Tensor  # a buffer set by bind()
+
     def __init__(self, n_users: int, n_items: int, dim: int = 64, layers: int = 2, score: str = "cosine",
-                 init: str = "auto", init_std: float = 1.0, name: str = "lightgcn") -> None:
-        super().__init__(n_users, n_items, dim=dim, score=score, init=init, init_std=init_std, name=name)
+                 init: str = "auto", init_std: float = 1.0) -> None:
+        super().__init__(n_users, n_items, dim=dim, score=score, init=init, init_std=init_std)
         if layers < 0:
             raise ConfigError(f"model.layers must be >= 0, got {layers}")
         self.layers = int(layers)
         self.register_buffer("adjacency", torch.zeros(0), persistent=False)
 
-    def bind(self, data) -> None:
+    def bind(self, data: TrainData) -> None:
         self.adjacency = normalized_adjacency(data.train, self.n_users, self.n_items).to(self.user_emb.weight.device)
 
     def propagate(self, ego: Tensor) -> list[Tensor]:
@@ -88,9 +91,8 @@ class XSimGCL(LightGCN):
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, layers: int = 3, noise_eps: float = 0.1,
                  contrast_layer: int = 1, cl_tau: float = 0.1, cl_weight: float = 0.1, score: str = "cosine",
-                 init: str = "auto", init_std: float = 1.0, name: str = "xsimgcl") -> None:
-        super().__init__(n_users, n_items, dim=dim, layers=layers, score=score, init=init, init_std=init_std,
-                         name=name)
+                 init: str = "auto", init_std: float = 1.0) -> None:
+        super().__init__(n_users, n_items, dim=dim, layers=layers, score=score, init=init, init_std=init_std)
         if not 1 <= contrast_layer <= layers:
             raise ConfigError(f"model.contrast_layer must be in [1, {layers}], got {contrast_layer}")
         self.noise_eps, self.contrast_layer = float(noise_eps), int(contrast_layer)

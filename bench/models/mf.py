@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
-from bench.errors import BenchError
+from bench.errors import ConfigError
 from bench.models import MODELS
 from bench.models.base import EmbeddingModel
 
@@ -30,10 +29,10 @@ class MF(EmbeddingModel):
     """
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, score: str = "cosine",
-                 init: str = "auto", init_std: float = 1.0, name: str = "mf") -> None:
+                 init: str = "auto", init_std: float = 1.0) -> None:
         super().__init__(n_users, n_items, score)
         if init not in INITS:
-            raise BenchError(f"unknown model.init '{init}'; known: {', '.join(INITS)}")
+            raise ConfigError(f"unknown model.init '{init}'; known: {', '.join(INITS)}")
         self.user_emb = nn.Embedding(n_users, dim)
         self.item_emb = nn.Embedding(n_items, dim)
         if init == "auto":

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
+from bench.contracts import Queries, TrainData, score_candidates
 from bench.errors import ConfigError
 from bench.models import MODELS
-from bench.losses.base import LossBatch
-from bench.models.base import _GATHER_COST_IN_MACS, EmbeddingModel
+from bench.models.base import EmbeddingModel
 
 
 @MODELS.register("sasrec")
@@ -28,14 +28,18 @@ class SASRec(EmbeddingModel):
         dropout: in training. score: "dot" (SASRec's) or "cosine".
     """
 
+    seq_items: Tensor  # buffers set by bind()
+    seq_indptr: Tensor
+    valid_item: Tensor
+
     tasks = ("seq",)
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, max_len: int = 50, layers: int = 2,
-                 heads: int = 1, dropout: float = 0.2, score: str = "dot", chunk: int = 1024,
-                 name: str = "sasrec") -> None:
+                 heads: int = 1, dropout: float = 0.2, score: str = "dot", chunk: int = 1024) -> None:
         super().__init__(n_users, n_items, score)
         if max_len < 1 or dim % heads:
-            raise ConfigError(f"model.max_len must be >= 1 and model.dim divisible by model.heads (got {max_len}, {dim}, {heads})")
+            raise ConfigError(f"model.max_len must be >= 1 and model.dim divisible by model.heads "
+                              f"(got {max_len}, {dim}, {heads})")
         self.max_len, self.heads, self.chunk, self.pad = int(max_len), int(heads), int(chunk), n_items
         self.item_emb = nn.Embedding(n_items + 1, dim, padding_idx=n_items)
         self.pos_emb = nn.Embedding(max_len, dim)
@@ -50,12 +54,10 @@ class SASRec(EmbeddingModel):
         for name_ in ("seq_items", "seq_indptr", "valid_item"):
             self.register_buffer(name_, torch.zeros(0, dtype=torch.long), persistent=False)
 
-    def bind(self, data) -> None:
-        seq = getattr(data, "sequences", None)
+    def bind(self, data: TrainData) -> None:
+        seq = data.sequences
         if seq is None:
             raise ConfigError("model=sasrec needs item sequences: use task=seq")
-        # per-pair state (SONG@K) is indexed by the target's position in the sequences
-        data.n_pairs = int(seq.items.numel())
         device = self.item_emb.weight.device
         self.seq_items, self.seq_indptr = seq.items.to(device), seq.indptr.to(device)
         self.valid_item = seq.valid_item.to(device)
@@ -77,10 +79,6 @@ class SASRec(EmbeddingModel):
                 window[missing] = self._window(starts[missing], ends[missing])
         return window
 
-    def encode(self, window: Tensor) -> Tensor:
-        """(B, L) right-aligned histories -> (B, d) states after their last item."""
-        return self.encode_all(window)[:, -1]
-
     def encode_all(self, window: Tensor) -> Tensor:
         """(B, L) right-aligned histories -> (B, L, d) states after each position (causal)."""
         L = window.shape[1]
@@ -99,32 +97,33 @@ class SASRec(EmbeddingModel):
         """(B, d) states after each user's training history (+ validation item at test)."""
         starts, ends = self.seq_indptr[users], self.seq_indptr[users + 1]
         extra = self.valid_item[users] if stage == "test" else None
-        return self.encode(self._window(starts, ends, extra))
+        return self.encode_all(self._window(starts, ends, extra))[:, -1]
 
     # scoring ------------------------------------------------------------------------
-    def _items(self) -> Tensor:
-        return self._normalise(self.item_emb.weight[: self.n_items])
+    def _item_emb(self) -> Tensor:
+        return self.item_emb.weight[: self.n_items]  # without the padding row
 
     def embeddings(self) -> tuple[Tensor, Tensor]:
         users = torch.arange(self.n_users, device=self.item_emb.weight.device)
-        return torch.cat([self.user_states(part) for part in users.split(self.chunk)]), self.item_emb.weight[: self.n_items]
+        return torch.cat([self.user_states(part) for part in users.split(self.chunk)]), self._item_emb()
 
     def score_items(self, users: Tensor, items: Tensor) -> Tensor:
-        h = self._normalise(self.user_states(users))
-        return torch.bmm(self._items()[items], h.unsqueeze(-1)).squeeze(-1)
+        return score_candidates(self.normalise(self.user_states(users)), self._item_emb(), items, self.cosine)
 
     def score_users(self, users: Tensor) -> Tensor:
-        return self._normalise(self.user_states(users)) @ self._items().T
+        return self.normalise(self.user_states(users)) @ self.normalise(self._item_emb()).T
 
     @torch.no_grad()
     def full_scorer(self, stage: str = "valid") -> Callable[[Tensor], Tensor]:
-        items_t = self._items().T.contiguous()
-        return lambda users: torch.cat([self._normalise(self.user_states(part, stage)) @ items_t
+        items_t = self.normalise(self._item_emb()).T.contiguous()
+        return lambda users: torch.cat([self.normalise(self.user_states(part, stage)) @ items_t
                                         for part in users.split(self.chunk)])
 
-    def training_batch(self, rows: Tensor, sample_negatives: Callable[[Tensor], Tensor]) -> LossBatch:
+    def encode(self, rows: Tensor) -> Queries:
         """``rows`` hold users: each contributes its last ``max_len`` next-item pairs (the
-        window SASRec trains on), all positions encoded in one causal pass."""
+        window SASRec trains on), all positions encoded in one causal pass; a pair's query
+        is the state after its history prefix and its pair id the target's position in
+        the sequences."""
         users = rows[:, 0]
         starts, ends = self.seq_indptr[users], self.seq_indptr[users + 1]
         L = self.max_len
@@ -134,16 +133,6 @@ class SASRec(EmbeddingModel):
         inputs, targets, target_pos = seq[:, :-1], seq[:, 1:], idx[:, 1:]
         states = self.encode_all(inputs)  # (B, L, d)
         valid = ok[:, :-1]  # the input is real, hence so is the target after it
-        h = self._normalise(states[valid])
-        pair_users = users[:, None].expand_as(inputs)[valid]
-        items, pair_ids = targets[valid], target_pos[valid]
-        negatives = sample_negatives(pair_users)
-        table = self._items()
-        listed = torch.cat([items.unsqueeze(1), negatives], dim=1)
-        if listed.shape[1] * _GATHER_COST_IN_MACS >= self.n_items:
-            scores = (h @ table.T).gather(1, listed)
-        else:
-            scores = torch.bmm(table[listed], h.unsqueeze(-1)).squeeze(-1)
-        h_fixed, table_fixed = h.detach(), table.detach()
-        return LossBatch(pos=scores[:, 0], neg=scores[:, 1:], users=pair_users, items=items, negatives=negatives,
-                         pair_ids=pair_ids, full_scores=lambda r: h_fixed[r] @ table_fixed.T, model=self)
+        return Queries(users=users[:, None].expand_as(inputs)[valid], items=targets[valid],
+                       pair_ids=target_pos[valid], vectors=self.normalise(states[valid]), item_emb=self._item_emb(),
+                       cosine=self.cosine)

@@ -1,9 +1,12 @@
-"""Tasks: how data becomes training pairs and evaluation queries; Lightning modules; callbacks."""
+"""Tasks (how data becomes training rows and evaluation queries), the data module and the
+Lightning module they share, and the training-loop callbacks."""
 
 from bench.tasks.callbacks import LastCheckpoint, ValidateOnLastEpoch
-from bench.tasks.cf import CFDataModule, CFModule, CFTask
+from bench.tasks.cf import CFTask
+from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.linkpred import LinkPredTask
+from bench.tasks.module import RankingModule
 from bench.tasks.seq import SeqTask
 
-__all__ = ["CFDataModule", "CFModule", "CFTask", "LastCheckpoint", "LinkPredTask", "SeqTask",
+__all__ = ["CFTask", "LastCheckpoint", "LinkPredTask", "RankingDataModule", "RankingModule", "SeqTask",
            "ValidateOnLastEpoch"]

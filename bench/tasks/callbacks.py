@@ -1,11 +1,14 @@
-"""Training-loop callbacks shared by every task."""
+"""Training-loop callbacks shared by every task (listed in ``conf/callbacks/``)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import lightning as L
+from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
 
 
 class ValidateOnLastEpoch(L.Callback):
@@ -38,3 +41,32 @@ class LastCheckpoint(L.Callback):
         trainer.save_checkpoint(tmp, weights_only=False)  # optimizer and loop state too: resumable
         if trainer.is_global_zero:
             os.replace(tmp, self.path)
+
+
+def early_stopping(monitor: str, patience: int | None) -> EarlyStopping | None:
+    """Stop after ``patience`` validation rounds without improvement of ``monitor``
+    (maximised); None (no callback) when ``patience`` is not set."""
+    if not patience:
+        return None
+    return EarlyStopping(monitor=monitor, mode="max", patience=int(patience), check_on_train_epoch_end=False)
+
+
+def output_is_terminal() -> bool:
+    """Whether the run's output goes to a terminal (a progress bar helps there, not in logs)."""
+    return sys.stderr.isatty()
+
+
+class StepProgressBar(TQDMProgressBar):
+    """Lightning's bar (it/s) with the step's training loss (``loss``, kept off the loggers)."""
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)
+        step_loss = getattr(pl_module, "step_loss", None)
+        if step_loss is not None:
+            metrics["loss"] = f"{float(step_loss):.4f}"
+        return metrics
+
+
+def progress_bar(enabled: bool | None) -> StepProgressBar | None:
+    """The progress bar when ``enabled`` (the trainer's ``enable_progress_bar``), else None."""
+    return StepProgressBar() if enabled else None

@@ -10,12 +10,14 @@ orientation only.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from bench.datasets.base import CSR
 from bench.datasets.graph import Graph, split_edges
 from bench.errors import ConfigError
-from bench.tasks.cf import CFDataModule
+from bench.tasks.datamodule import RankingDataModule
 
 
 class LinkPredTask:
@@ -30,10 +32,11 @@ class LinkPredTask:
                  name: str = "linkpred") -> None:
         self.valid_fraction, self.test_fraction, self.split_seed = valid_fraction, test_fraction, split_seed
 
-    def datamodule(self, data, seed: int, **kwargs) -> CFDataModule:
+    def datamodule(self, data: Any, seed: int, **kwargs: Any) -> RankingDataModule:
         if not isinstance(data, Graph):
-            raise ConfigError(f"task=linkpred needs a graph data set (dataset=cora or citeseer), got a {type(data).__name__}")
+            raise ConfigError("task=linkpred needs a graph data set (dataset=cora or citeseer), "
+                              f"got a {type(data).__name__}")
         splits = split_edges(data, self.valid_fraction, self.test_fraction, self.split_seed)
         n = data.n_nodes
         itself = CSR.from_pairs(torch.arange(n).repeat(2, 1).T, n, n)  # a node is not its own link
-        return CFDataModule(splits, seed=seed, exclude=(itself,), node_features=data.x, **kwargs)
+        return RankingDataModule(splits, seed=seed, exclude=(itself,), node_features=data.x, **kwargs)

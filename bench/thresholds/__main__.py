@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.thresholds.study import DEFAULT_ESTIMATORS, load_setup, plot_ranks, run_study, to_markdown
+from bench.report.thresholds import DEFAULT_ESTIMATORS, load_setup, plot_ranks, run_study, to_markdown
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,15 +1,17 @@
-"""The estimator interface and the order-statistic helpers every estimator uses."""
+"""The estimator interface and the order-statistic helpers every estimator uses
+(terms: docs/thresholds.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from bench.losses.base import TrainData
-    from bench.models.base import EmbeddingModel
+from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
+from bench.datasets.base import CSR
+from bench.errors import ConfigError
+
+POSITIVES = ("p90", "all")
 
 
 def kth_largest(scores: Tensor, k: int) -> Tensor:
@@ -47,14 +49,14 @@ def mask_duplicates(items: Tensor, scores: Tensor) -> Tensor:
     return out
 
 
-def union_kth(model: "EmbeddingModel", users: Tensor, blocks: list[tuple[Tensor, Tensor | None]], k: int) -> Tensor:
+def union_kth(scorer: Scorer, users: Tensor, blocks: list[tuple[Tensor, Tensor | None]], k: int) -> Tensor:
     """K-th largest exact score over the union of item sets, each item counted once.
 
     Any set of distinct items scored exactly gives a safe estimate (its K-th largest is at
     most the catalogue's), so merging candidate sources and de-duplicating is always safe.
 
     Args:
-        model: scores with ``score_items``.
+        scorer: the model (``score_items``).
         users: (B,) user ids.
         blocks: (items (B, M_b), valid (B, M_b) bool or None = all valid) per source.
         k: the rank K.
@@ -71,7 +73,7 @@ def union_kth(model: "EmbeddingModel", users: Tensor, blocks: list[tuple[Tensor,
         keep.append(valid)
         offset += items.shape[1]
     ids_all, keep_all = torch.cat(ids, 1), torch.cat(keep, 1)
-    scores = model.score_items(users, ids_all.clamp(min=0)).masked_fill(~keep_all, float("-inf"))
+    scores = scorer.score_items(users, ids_all.clamp(min=0)).masked_fill(~keep_all, float("-inf"))
     return kth_largest(mask_duplicates(ids_all, scores), k)
 
 
@@ -81,25 +83,27 @@ class ThresholdEstimator(nn.Module):
 
     Attributes:
         safe: True when the estimate never exceeds the exact K-th score.
-        synced_state: as :attr:`bench.losses.base.RecLoss.synced_state`, for per-user state
-            written during a step (shared across DDP ranks).
     """
 
     safe: bool = False
-    synced_state: dict[str, str] = {}
 
-    def bind(self, data: "TrainData") -> None:
+    def bind(self, data: TrainData) -> None:
         """Called once with the training data (positives per user, sizes)."""
 
     def on_train_epoch_start(self, epoch: int) -> None:
         """Called at the start of every training epoch by the loss that owns the estimator."""
 
+    def synced_rows(self, batch: LossBatch) -> SyncedRows:
+        """(buffer, rows) of per-user state written while estimating for ``batch`` (see
+        :meth:`bench.losses.base.RecLoss.synced_rows`); none by default."""
+        return []
+
     @torch.no_grad()
-    def estimate(self, model: "EmbeddingModel", users: Tensor, negatives: Tensor, k: int) -> Tensor:
+    def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor, k: int) -> Tensor:
         """(B,) estimates of each user's K-th largest score over the whole catalogue.
 
         Args:
-            model: the current model.
+            scorer: the current model.
             users: (B,) user ids (may repeat).
             negatives: (B, N) the batch's sampled negatives of each row.
             k: the rank K.
@@ -107,20 +111,37 @@ class ThresholdEstimator(nn.Module):
         raise NotImplementedError
 
 
+def positive_cap(train: CSR, positives: str) -> int | None:
+    """Positives kept per user: ``"p90"`` caps at the 90th percentile of users' positive
+    counts (the SL@K reference code's padding cap, lowest item ids first); ``"all"``: no cap."""
+    if positives not in POSITIVES:
+        raise ConfigError(f"unknown estimator positives '{positives}'; use {' or '.join(POSITIVES)}")
+    return max(1, int(np.percentile(train.degrees().numpy(), 90))) if positives == "p90" else None
+
+
 class SampleEstimator(ThresholdEstimator):
-    """Base of estimators built from the user's training positives and the batch's
-    negatives: keeps the training data given by :meth:`bind`."""
+    """Base of estimators built from each user's training positives (and the batch's
+    negatives): keeps the training data given by :meth:`bind`.
 
-    def __init__(self) -> None:
+    Args:
+        positives: "all" (every training positive) or "p90" (see :func:`positive_cap`).
+    """
+
+    def __init__(self, positives: str = "all") -> None:
         super().__init__()
-        self.train_csr = None
+        if positives not in POSITIVES:
+            raise ConfigError(f"unknown estimator positives '{positives}'; use {' or '.join(POSITIVES)}")
+        self.positives = positives
+        self.train_csr: CSR | None = None
         self.n_items = 0
+        self.cap: int | None = None
 
-    def bind(self, data: "TrainData") -> None:
+    def bind(self, data: TrainData) -> None:
         self.train_csr, self.n_items = data.train, data.n_items
+        self.cap = positive_cap(data.train, self.positives)
 
-    def positives(self, users: Tensor, cap: int | None = None) -> tuple[Tensor, Tensor]:
-        """(items (B, L), valid (B, L)) of each user's training positives."""
+    def positive_items(self, users: Tensor) -> tuple[Tensor, Tensor]:
+        """(items (B, L), valid (B, L)) of each user's training positives (at most ``cap``)."""
         if self.train_csr is None:
             raise RuntimeError("bind() the estimator to the training data first")
-        return self.train_csr.to(users.device).padded_rows(users, cap)
+        return self.train_csr.on(users.device).padded_rows(users, self.cap)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bench.contracts import Scorer
 from bench.errors import ConfigError
 from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
@@ -37,7 +38,7 @@ def hypergeom_upper_tail(population: Tensor, drawn: Tensor, k: int) -> Tensor:
 @ESTIMATORS.register("binomial_safe")
 class BinomialSafeEstimator(SampleEstimator):
     """A sample order statistic high enough to overestimate with probability <= delta
-    (THRESHOLDS.md, estimator 6), with positives counted exactly.
+    (docs/thresholds.md#binomial_safe), with positives counted exactly.
 
     The distinct sampled negatives are a uniform subset of size n of the user's
     M = |I| - |P_u| negatives. For the j-th largest sampled negative t_j, with a_j
@@ -53,20 +54,21 @@ class BinomialSafeEstimator(SampleEstimator):
 
     Args:
         delta: target overestimate probability per estimate.
+        positives: "all" or "p90" (see ``sampled``).
     """
 
     safe = False
 
-    def __init__(self, delta: float = 1e-3) -> None:
-        super().__init__()
+    def __init__(self, delta: float = 1e-3, positives: str = "all") -> None:
+        super().__init__(positives)
         if not 0 < delta < 1:
             raise ConfigError(f"binomial_safe needs 0 < delta < 1, got {delta}")
         self.delta = float(delta)
 
     @torch.no_grad()
-    def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        pos_items, valid = self.positives(users)
-        scores = model.score_items(users, torch.cat([pos_items, negatives], 1))
+    def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor, k: int) -> Tensor:
+        pos_items, valid = self.positive_items(users)
+        scores = scorer.score_items(users, torch.cat([pos_items, negatives], 1))
         n_p = pos_items.shape[1]
         pos = scores[:, :n_p].masked_fill(~valid, float("-inf"))
         neg = mask_duplicates(negatives, scores[:, n_p:])

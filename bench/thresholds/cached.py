@@ -5,14 +5,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bench.contracts import Scorer, TrainData
 from bench.errors import ConfigError
 from bench.thresholds import ESTIMATORS
-from bench.thresholds.base import ThresholdEstimator, union_kth
+from bench.thresholds.base import SampleEstimator, union_kth
 
 
 @ESTIMATORS.register("cached")
-class CachedEstimator(ThresholdEstimator):
-    """The search engines' "prefix + exact lookups" estimate (THRESHOLDS.md, estimator 2).
+class CachedEstimator(SampleEstimator):
+    """The search engines' "prefix + exact lookups" estimate (docs/thresholds.md#cached).
 
     Keeps each user's ``size`` best items (training items included, as beta is defined)
     from the last rebuild; an estimate rescores them exactly with the current model,
@@ -32,25 +33,20 @@ class CachedEstimator(ThresholdEstimator):
         chunk: users per chunk in a rebuild (memory: chunk x |I| scores).
     """
 
+    top: Tensor  # a buffer (checkpointed)
+
     safe = True
 
     def __init__(self, size: int = 64, positives: str = "all", rebuild_every: int = 1, chunk: int = 1024) -> None:
-        super().__init__()
+        super().__init__(positives)
         if size < 1 or rebuild_every < 1:
             raise ConfigError(f"cached estimator needs size >= 1 and rebuild_every >= 1, got {size}, {rebuild_every}")
-        if positives not in ("p90", "all"):
-            raise ConfigError(f"unknown estimator positives '{positives}'; use p90 or all")
-        self.size, self.positives, self.rebuild_every, self.chunk = int(size), positives, int(rebuild_every), int(chunk)
+        self.size, self.rebuild_every, self.chunk = int(size), int(rebuild_every), int(chunk)
         self.register_buffer("top", torch.zeros(0, 0, dtype=torch.int64))
         self.stale = True
-        self.train_csr = None
-        self.cap = None
 
-    def bind(self, data) -> None:
-        import numpy as np
-
-        self.train_csr = data.train
-        self.cap = max(1, int(np.percentile(data.train.degrees().numpy(), 90))) if self.positives == "p90" else None
+    def bind(self, data: TrainData) -> None:
+        super().bind(data)
         self.top = torch.zeros(data.n_users, min(self.size, data.n_items), dtype=torch.int64, device=self.top.device)
         self.stale = True
 
@@ -59,21 +55,21 @@ class CachedEstimator(ThresholdEstimator):
             self.stale = True
 
     @torch.no_grad()
-    def rebuild(self, model) -> None:
+    def rebuild(self, scorer: Scorer) -> None:
         """Each user's current top-``size`` items by a full pass over the catalogue."""
         users = torch.arange(self.top.shape[0], device=self.top.device)
         for part in users.split(self.chunk):
-            self.top[part] = torch.topk(model.score_users(part), self.top.shape[1], dim=1).indices
+            self.top[part] = torch.topk(scorer.score_users(part), self.top.shape[1], dim=1).indices
         self.stale = False
 
     @torch.no_grad()
-    def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
+    def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor, k: int) -> Tensor:
         if self.train_csr is None:
             raise RuntimeError("bind() the estimator to the training data first")
         if self.stale:
-            self.rebuild(model)
-        pos_items, valid = self.train_csr.to(users.device).padded_rows(users, self.cap)
+            self.rebuild(scorer)
+        pos_items, valid = self.positive_items(users)
         blocks = [(self.top[users], None), (pos_items, valid)]
         if negatives is not None:
             blocks.append((negatives, None))
-        return union_kth(model, users, blocks, k)
+        return union_kth(scorer, users, blocks, k)

@@ -1,10 +1,11 @@
-"""``exact``: the true K-th largest score from the full score row."""
+"""``exact``: the true K-th largest score from the full score row (docs/thresholds.md#exact)."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
+from bench.contracts import Scorer
 from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import ThresholdEstimator, kth_largest
 
@@ -25,5 +26,5 @@ class ExactEstimator(ThresholdEstimator):
         self.chunk = chunk
 
     @torch.no_grad()
-    def estimate(self, model, users: Tensor, negatives: Tensor | None, k: int) -> Tensor:
-        return torch.cat([kth_largest(model.score_users(part), k) for part in users.split(self.chunk)])
+    def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor | None, k: int) -> Tensor:
+        return torch.cat([kth_largest(scorer.score_users(part), k) for part in users.split(self.chunk)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
 from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
 
@@ -12,7 +13,7 @@ from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
 @ESTIMATORS.register("quantile")
 class QuantileEstimator(SampleEstimator):
     r"""lambda_u follows the (1 - K/|I|)-quantile of u's scores by stochastic pinball steps
-    (THRESHOLDS.md, estimator 7; the form of SONG@K's lambda update):
+    (docs/thresholds.md#quantile; the form of SONG@K's lambda update):
     :math:`\lambda_u \leftarrow \lambda_u + \eta\,\mathrm{clip}(\hat F_u(\lambda_u)\,|I|/K - 1, -1, 1)`,
     where :math:`\hat F_u(\lambda) = (\#\{i \in P_u: s_{ui} \ge \lambda\} + w_u \#\{j \in N: s_{uj} \ge \lambda\})/|I|`
     is the Horvitz-Thompson share of items at or above lambda (w_u = (|I| - |P_u|)/N).
@@ -23,24 +24,29 @@ class QuantileEstimator(SampleEstimator):
     Args:
         lr: eta, in score units per estimate.
         steps: pinball steps per estimate (on the same sample).
+        positives: "all" or "p90" (see ``sampled``).
     """
 
-    safe = False
-    synced_state = {"lam": "users"}
+    lam: Tensor  # a buffer (checkpointed)
 
-    def __init__(self, lr: float = 0.02, steps: int = 5) -> None:
-        super().__init__()
+    safe = False
+
+    def __init__(self, lr: float = 0.02, steps: int = 5, positives: str = "all") -> None:
+        super().__init__(positives)
         self.lr, self.steps = float(lr), int(steps)
         self.register_buffer("lam", torch.zeros(0))
 
-    def bind(self, data) -> None:
+    def bind(self, data: TrainData) -> None:
         super().bind(data)
         self.lam = torch.full((data.n_users,), float("nan"), device=self.lam.device)
 
+    def synced_rows(self, batch: LossBatch) -> SyncedRows:
+        return [(self.lam, batch.require("users"))]
+
     @torch.no_grad()
-    def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        pos_items, valid = self.positives(users)
-        scores = model.score_items(users, torch.cat([pos_items, negatives], 1)).float()
+    def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor, k: int) -> Tensor:
+        pos_items, valid = self.positive_items(users)
+        scores = scorer.score_items(users, torch.cat([pos_items, negatives], 1)).float()
         n_p = pos_items.shape[1]
         pos = scores[:, :n_p].masked_fill(~valid, float("-inf"))
         neg = scores[:, n_p:]

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import Tensor
 
+from bench.contracts import Scorer, prefer_full_rows
 from bench.errors import ConfigError
 from bench.thresholds import ESTIMATORS
-from bench.models.base import _GATHER_COST_IN_MACS
-from bench.thresholds.base import ThresholdEstimator, kth_largest, mask_duplicates
+from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
 
 
 @ESTIMATORS.register("sampled")
-class SampledEstimator(ThresholdEstimator):
-    """K-th largest score among the user's training positives and the batch's negatives.
+class SampledEstimator(SampleEstimator):
+    """K-th largest score among the user's training positives and the batch's negatives
+    (docs/thresholds.md#sampled).
 
     Safe when ``dedup`` is on (any de-duplicated item subset's K-th largest is <= the
     catalogue's); heavily biased low (rank ~ K * |I| / (|P_u| + N)). Cost: scoring
@@ -22,8 +22,8 @@ class SampledEstimator(ThresholdEstimator):
 
     Args:
         positives: "p90" caps each user's positives at the 90th percentile of users'
-            positive counts (the reference code's padding cap, lowest item ids first);
-            "all" uses every positive (tighter, same safety).
+            positive counts (the reference code's padding cap, lowest item ids first; the
+            default); "all" uses every positive (tighter, same safety).
         dedup: drop repeated negatives (False reproduces the reference code, which can
             overestimate when sampling with replacement).
         path: "dense" scores full rows and masks them to the sampled set; "sparse" scores
@@ -34,47 +34,28 @@ class SampledEstimator(ThresholdEstimator):
     safe = True
 
     def __init__(self, positives: str = "p90", dedup: bool = True, path: str = "auto") -> None:
-        if positives not in ("p90", "all"):
-            raise ConfigError(f"unknown estimator positives '{positives}'; use p90 or all")
+        super().__init__(positives)
         if path not in ("auto", "dense", "sparse"):
             raise ConfigError(f"unknown estimator path '{path}'; use auto, dense or sparse")
-        super().__init__()
         self.path = path
-        self.positives = positives
         self.dedup = dedup
         self.safe = dedup
-        self.train_csr = None
-        self.cap = None
-
-    def bind(self, data) -> None:
-        self.train_csr = data.train
-        if self.positives == "p90":
-            self.cap = max(1, int(np.percentile(data.train.degrees().numpy(), 90)))
-        self._device_train = {}
-
-    def _train_on(self, device: torch.device):
-        key = str(device)
-        if key not in self._device_train:
-            self._device_train[key] = self.train_csr.to(device)
-        return self._device_train[key]
 
     @torch.no_grad()
-    def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        if self.train_csr is None:
-            raise RuntimeError("bind() the estimator to the training data first")
-        pos_items, valid = self._train_on(users.device).padded_rows(users, self.cap)
+    def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor, k: int) -> Tensor:
+        pos_items, valid = self.positive_items(users)
         items = torch.cat([pos_items, negatives], dim=1)
-        dense = self.path == "dense" or (self.path == "auto" and items.shape[1] * _GATHER_COST_IN_MACS >= model.n_items)
+        dense = self.path == "dense" or (self.path == "auto" and prefer_full_rows(items.shape[1], scorer.n_items))
         if self.dedup and dense:
             # many samples per row: score the full rows once and keep the sampled set as a
             # membership mask; a set has no duplicates, and no (B, P+N) sort is needed
             rows = torch.arange(users.numel(), device=users.device)
-            member = torch.zeros(users.numel(), model.n_items, dtype=torch.bool, device=users.device)
+            member = torch.zeros(users.numel(), scorer.n_items, dtype=torch.bool, device=users.device)
             member[rows[:, None].expand_as(negatives), negatives] = True
             member[rows[:, None].expand_as(pos_items)[valid], pos_items[valid]] = True
-            scores = model.score_users(users).masked_fill(~member, float("-inf"))
+            scores = scorer.score_users(users).masked_fill(~member, float("-inf"))
             return kth_largest(scores, k)
-        scores = model.score_items(users, items)
+        scores = scorer.score_items(users, items)
         scores[:, : pos_items.shape[1]].masked_fill_(~valid, float("-inf"))
         if self.dedup:
             # padding slots get distinct negative ids, so they never hide a real item

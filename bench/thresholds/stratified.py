@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bench.contracts import Scorer
 from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator
 
@@ -34,7 +35,7 @@ def weighted_kth(scores: Tensor, weights: Tensor, k: int) -> Tensor:
 class StratifiedEstimator(SampleEstimator):
     """Positives count once; each sampled negative stands for (|I| - |P_u|) / N of the
     user's negatives (its inverse inclusion rate); the estimate is the largest t whose
-    weighted count of scores >= t reaches K (THRESHOLDS.md, estimator 5).
+    weighted count of scores >= t reaches K (docs/thresholds.md#stratified).
 
     Roughly unbiased in effective rank, so it overestimates about half the time: **not
     safe**. Cost: |P_u| + N scores and a sort per row. State: none.
@@ -43,10 +44,10 @@ class StratifiedEstimator(SampleEstimator):
     safe = False
 
     @torch.no_grad()
-    def estimate(self, model, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        pos_items, valid = self.positives(users)
+    def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor, k: int) -> Tensor:
+        pos_items, valid = self.positive_items(users)
         n_pos = valid.sum(1, keepdim=True).to(torch.float64)
-        scores = model.score_items(users, torch.cat([pos_items, negatives], 1)).double()
+        scores = scorer.score_items(users, torch.cat([pos_items, negatives], 1)).double()
         scores[:, : pos_items.shape[1]].masked_fill_(~valid, float("-inf"))
         w_neg = ((self.n_items - n_pos) / negatives.shape[1]).expand(-1, negatives.shape[1])
         weights = torch.cat([valid.double(), w_neg], 1)

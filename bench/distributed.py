@@ -1,5 +1,6 @@
 """Data-parallel (DDP) helpers: every rank ends an evaluation with every user's metrics,
-and per-user loss state written on one rank reaches all of them.
+and per-user loss state written on one rank reaches all of them (:func:`sync_rows`,
+called by the training step for what a loss declares in ``synced_rows``).
 
 All collectives are no-ops in a single process, so single-device runs are unchanged.
 """

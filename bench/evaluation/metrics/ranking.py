@@ -1,0 +1,129 @@
+"""Ranking helpers shared by the metrics, the losses and the diagnostics: tie-exact top-K
+lists, ranks within score rows, per-user hit statistics and the ideal DCG."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+def ideal_dcg(n_relevant: Tensor, k: int | None = None) -> Tensor:
+    """IDCG@K = sum_{r=1}^{min(K, n)} 1 / log2(r + 1) per user.
+
+    Args:
+        n_relevant: (B,) relevant items per user (counts below 1 count as 1).
+        k: the cut-off; None = no cut-off (every relevant item).
+    Returns:
+        (B,) float64.
+    """
+    n = n_relevant.to(torch.float64).clamp(min=1, max=k)
+    length = int(k if k is not None else n.max())
+    ranks = torch.arange(1, length + 1, dtype=torch.float64, device=n.device)
+    table = torch.cumsum(1.0 / torch.log2(ranks + 1.0), 0)
+    return table[(n - 1).long()]
+
+
+def ranks_within(full: Tensor, scores: Tensor) -> Tensor:
+    """1 + #{entries of the row of ``full`` scoring strictly higher}, for each score.
+
+    Args:
+        full: (B, I) score rows.
+        scores: (B, M) scores to place in their row.
+    Returns:
+        (B, M) int64 ranks (1 = best; tied scores share the better rank). A sort and a
+        binary search: no (B, M, I) comparison.
+    """
+    ascending = torch.sort(full, dim=1).values
+    above = full.shape[1] - torch.searchsorted(ascending, scores.contiguous(), right=True)
+    return 1 + above
+
+
+@dataclass
+class HitStats:
+    """Per-user statistics of ranked lists that every metric reads.
+
+    Attributes:
+        hits: (B, L) float64, 1 where the item at rank r + 1 is relevant.
+        n_relevant: (B,) float64 relevant items per user.
+        cum_hits, cum_dcg: (B, L) running hit count and DCG down the list.
+        first_hit: (B,) float64 rank of the first hit, L + 1 when none.
+    """
+
+    hits: Tensor
+    n_relevant: Tensor
+    cum_hits: Tensor
+    cum_dcg: Tensor
+    first_hit: Tensor
+
+    @property
+    def length(self) -> int:
+        return self.hits.shape[1]
+
+    @classmethod
+    def from_hits(cls, hits: Tensor, n_relevant: Tensor) -> HitStats:
+        """Args: hits (B, L) bool/0-1 relevance of each ranked list; n_relevant (B,) >= 1."""
+        hits = hits.to(torch.float64)
+        n_rel = n_relevant.to(torch.float64)
+        if (n_rel < 1).any():
+            raise ValueError("every user needs at least one relevant item; exclude the others")
+        length = hits.shape[1]
+        ranks = torch.arange(1, length + 1, dtype=torch.float64, device=hits.device)
+        discount = 1.0 / torch.log2(ranks + 1.0)
+        any_hit = hits.bool().any(1)
+        first = torch.where(any_hit, hits.bool().to(torch.int8).argmax(1).to(torch.float64) + 1.0,
+                            torch.full_like(n_rel, float(length + 1)))
+        return cls(hits, n_rel, torch.cumsum(hits, 1), torch.cumsum(hits * discount, 1), first)
+
+    def hits_at(self, k: int) -> Tensor:
+        """(B,) relevant items within the top K."""
+        if not self.length:
+            return torch.zeros_like(self.n_relevant)
+        return self.cum_hits[:, min(k, self.length) - 1]
+
+    def dcg_at(self, k: int) -> Tensor:
+        """(B,) DCG@K."""
+        if not self.length:
+            return torch.zeros_like(self.n_relevant)
+        return self.cum_dcg[:, min(k, self.length) - 1]
+
+
+def rank_items(scores: Tensor, k: int) -> Tensor:
+    """Indices of the ``k`` best items per row, ties broken by lower item index.
+
+    ``torch.topk`` leaves the order of equal scores unspecified; here a tie is always
+    resolved in favour of the smaller item id, both inside the list and at its cut-off,
+    so results do not depend on the kernel.
+
+    Args:
+        scores: (B, I) scores; masked items should hold -inf.
+        k: list length (clamped to I).
+    Returns:
+        (B, min(k, I)) int64 item indices, best first.
+    """
+    n_items = scores.shape[1]
+    k = min(k, n_items)
+    if k == 0:
+        return torch.empty(scores.shape[0], 0, dtype=torch.int64, device=scores.device)
+    probe = min(k + 1, n_items)
+    vals, idx = torch.topk(scores, probe, dim=1)
+    # topk sorts by value; equal values are adjacent but in unspecified order. Only rows
+    # with a tie are re-ordered (by index first, then a stable sort by value).
+    tied = (vals[:, 1:] == vals[:, :-1]).any(1)
+    if tied.any():
+        rows = tied.nonzero().squeeze(1)
+        idx_sorted, perm = torch.sort(idx[rows], dim=1)
+        order = torch.sort(vals[rows].gather(1, perm), dim=1, descending=True, stable=True).indices
+        idx[rows] = idx_sorted.gather(1, order)
+    idx = idx[:, :k].clone()
+    if probe > k:
+        # a tie straddling the cut-off: the top-(k+1) may hold any of the tied items,
+        # so those rows are ranked exactly with a full stable sort
+        boundary = vals[:, k - 1] == vals[:, k]
+        if boundary.any():
+            rows = boundary.nonzero().squeeze(1)
+            idx[rows] = torch.sort(scores[rows], dim=1, descending=True, stable=True).indices[:, :k]
+    return idx
+
+

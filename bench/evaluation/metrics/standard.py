@@ -1,0 +1,42 @@
+"""The five standard metrics (binary relevance, ranks from 1; docs/evaluation.md#metrics).
+
+For user u with held-out set R_u and hits h@K = |top-K ∩ R_u|:
+Recall@K = h@K / |R_u|; Precision@K = h@K / K; HitRate@K = [h@K > 0];
+MRR@K = 1 / rank of the first hit within K (0 if none);
+NDCG@K = DCG@K / IDCG@K, DCG@K = sum over hits at rank r <= K of 1 / log2(r + 1),
+IDCG@K = sum_{r=1}^{min(K, |R_u|)} 1 / log2(r + 1).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from bench.evaluation.metrics import METRICS
+from bench.evaluation.metrics.ranking import HitStats, ideal_dcg
+
+
+@METRICS.register("recall")
+def recall(stats: HitStats, k: int) -> Tensor:
+    return stats.hits_at(k) / stats.n_relevant
+
+
+@METRICS.register("ndcg")
+def ndcg(stats: HitStats, k: int) -> Tensor:
+    return stats.dcg_at(k) / ideal_dcg(stats.n_relevant, k)
+
+
+@METRICS.register("precision")
+def precision(stats: HitStats, k: int) -> Tensor:
+    return stats.hits_at(k) / k
+
+
+@METRICS.register("hit")
+def hit(stats: HitStats, k: int) -> Tensor:
+    return (stats.hits_at(k) > 0).to(torch.float64)
+
+
+@METRICS.register("mrr")
+def mrr(stats: HitStats, k: int) -> Tensor:
+    first = stats.first_hit
+    return torch.where(first <= min(k, stats.length), 1.0 / first, torch.zeros_like(first))

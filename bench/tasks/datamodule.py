@@ -1,0 +1,77 @@
+"""The data module every task builds: seeded training batches, evaluation chunks, and the
+frozen :class:`~bench.contracts.TrainData` that backbones and losses bind to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import lightning as L
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from bench.contracts import TrainData
+from bench.datasets.base import CSR
+from bench.datasets.splits import RankingSplits
+from bench.evaluation import DEFAULT_KS, FullRankingEvaluator
+from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler
+
+if TYPE_CHECKING:
+    from bench.datasets.sequences import Sequences
+
+
+class RankingDataModule(L.LightningDataModule):
+    """Training rows in seeded shuffled batches; query chunks for full-ranking evaluation.
+
+    Args:
+        splits: train / valid / test item lists per query (user or node).
+        seed: run seed (batch order).
+        batch_size: training rows per batch.
+        ks: metric cut-offs.
+        max_scores: score-matrix entries per evaluation chunk.
+        exclude: item sets masked at validation and test besides the training items
+            (link prediction masks each node itself).
+        train_rows: (E, 2) rows the loader batches (user, item), if not every
+            (user, training item) pair (sequential recommendation batches users).
+        n_pairs: training pairs that per-pair state is indexed by, if not one per row.
+        node_features: optional (n_users, f) features handed to the backbone.
+        sequences: ordered histories handed to sequential backbones.
+    """
+
+    def __init__(self, splits: RankingSplits, seed: int, batch_size: int = 1024, ks: Sequence[int] = DEFAULT_KS,
+                 max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), train_rows: Tensor | None = None,
+                 n_pairs: int | None = None, node_features: Tensor | None = None,
+                 sequences: Sequences | None = None) -> None:
+        super().__init__()
+        self.splits = splits
+        self.seed = seed
+        self.batch_size = batch_size
+        self.train_rows = splits.train.to_pairs() if train_rows is None else train_rows
+        self.train_data = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
+                                    n_pairs=len(self.train_rows) if n_pairs is None else int(n_pairs),
+                                    node_features=node_features, sequences=sequences)
+        self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores)
+        self.test_evaluator = FullRankingEvaluator(splits.test, [splits.train, splits.valid, *exclude], ks, max_scores)
+        self.sampler = UniformNegativeSampler(splits.train)
+
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = getattr(self, "trainer", None)
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world = self._rank_world()
+        return DataLoader(IndexedPairs(self.train_rows),
+                          sampler=PairBatchSampler(len(self.train_rows), self.batch_size, self.seed, rank=rank,
+                                                   world=world),
+                          batch_size=None)
+
+    def _eval_loader(self, evaluator: FullRankingEvaluator) -> DataLoader:
+        rank, world = self._rank_world()  # under DDP each rank ranks a share of the users
+        chunks: Any = evaluator.user_chunks(rank, world)  # a list is a map-style dataset
+        return DataLoader(chunks, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.val_evaluator)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.test_evaluator)

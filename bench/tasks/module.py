@@ -1,0 +1,171 @@
+"""The Lightning module of every task: trains a backbone with a loss through
+:mod:`bench.step` and evaluates by full ranking."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.trainer.states import TrainerFn
+from torch import Tensor
+
+from bench.distributed import gather_per_user
+from bench.errors import TrainingDiverged
+from bench.evaluation import FullRankingEvaluator, mean_metrics
+from bench.losses.base import RecLoss
+from bench.models.base import EmbeddingModel
+from bench.sampling import UniformNegativeSampler, negatives_generator
+from bench.step import StepOutput, after_update, train_step
+from bench.tasks.datamodule import RankingDataModule
+
+log = logging.getLogger(__name__)
+
+
+class RankingModule(L.LightningModule):
+    """Trains an embedding backbone with a registered loss; evaluates by full ranking.
+
+    The data module (given to ``Trainer.fit``) provides, in :meth:`setup`, the training
+    data that the backbone and the loss bind to, the negative sampler and the evaluators.
+    Validation logs ``val/<metric>@<K>`` and the loss's ``diag/...``; test keeps per-user
+    metric vectors in :attr:`test_per_user`. The validation history is saved in
+    checkpoints so that a resumed run reports the whole curve.
+
+    Args:
+        model: the backbone.
+        loss: the loss.
+        optimizer: a callable params -> torch optimizer (a Hydra partial).
+        seed: run seed (negative sampling).
+    """
+
+    def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
+                 seed: int) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = loss
+        self.optimizer_factory = optimizer
+        self.seed = seed
+        self.sampler: UniformNegativeSampler | None = None
+        self.val_evaluator: FullRankingEvaluator | None = None
+        self.test_evaluator: FullRankingEvaluator | None = None
+        self._bound = False
+        self._pending: StepOutput | None = None
+        self.step_loss: Tensor | None = None  # the last step's loss (progress bar)
+        self._epoch_loss_sum: Tensor | float = 0.0  # pairs-weighted, as the logged train/loss
+        self._epoch_pairs = 0
+        self._epoch_start = 0.0
+        self.history: list[dict[str, float]] = []
+        self.test_per_user: dict[str, Tensor] = {}
+        self.test_users: Tensor | None = None
+        self._parts: list[dict[str, Tensor]] = []
+        self._users: list[Tensor] = []
+        self._scorer: Callable[[Tensor], Tensor] | None = None
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if not isinstance(datamodule, RankingDataModule):
+            raise TypeError("RankingModule needs a RankingDataModule: Trainer.fit(module, datamodule=...)")
+        self.bind(datamodule)
+
+    def bind(self, datamodule: RankingDataModule) -> None:
+        """Bind the backbone and the loss to the training data (once; before a checkpoint
+        restores their state) and take the sampler and the evaluators."""
+        if not self._bound:
+            self.model.bind(datamodule.train_data)
+            self.loss.bind(datamodule.train_data)
+            self._bound = True
+        self.sampler = datamodule.sampler
+        self.val_evaluator, self.test_evaluator = datamodule.val_evaluator, datamodule.test_evaluator
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return self.optimizer_factory(self.parameters())
+
+    # training ---------------------------------------------------------------------------
+    def on_train_epoch_start(self) -> None:
+        self.loss.on_train_epoch_start(self.current_epoch)
+        self._epoch_loss_sum, self._epoch_pairs, self._epoch_start = 0.0, 0, time.perf_counter()
+
+    def on_train_epoch_end(self) -> None:
+        if self._epoch_pairs:
+            log.info("epoch %d: train loss %.4f (%.1f s)", self.current_epoch,
+                     float(self._epoch_loss_sum) / self._epoch_pairs, time.perf_counter() - self._epoch_start)
+
+    def training_step(self, rows: Tensor, batch_idx: int) -> Tensor:
+        # the epoch's global batch number: under DDP rank r's i-th batch is batch i * world + r
+        global_batch = batch_idx * self.trainer.world_size + self.trainer.global_rank
+        generator = negatives_generator(self.device, self.seed, self.current_epoch, global_batch)
+        output = train_step(self.model, self.loss, rows, sampler=self.sampler, generator=generator)
+        if not torch.isfinite(output.loss):
+            raise TrainingDiverged(
+                f"training loss is {output.loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
+                "lower optimizer.lr or raise the loss temperature"
+            )
+        self._pending = output
+        self.step_loss = output.loss.detach()
+        self._epoch_loss_sum = self._epoch_loss_sum + self.step_loss * output.size
+        self._epoch_pairs += output.size
+        if output.extra_loss is not None:  # e.g. XSimGCL's contrastive term
+            self.log("train/extra_loss", output.extra_loss, on_step=False, on_epoch=True, batch_size=output.size)
+        self.log("train/loss", output.loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=output.size)
+        return output.loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Tensor, batch_idx: int) -> None:
+        # after the optimiser step: the loss sees the updated model
+        if self._pending is not None:
+            after_update(self.loss, self._pending)
+            self._pending = None
+
+    # evaluation ---------------------------------------------------------------------
+    def _eval_step(self, evaluator: FullRankingEvaluator | None, users: Tensor, stage: str) -> None:
+        if evaluator is None:
+            raise RuntimeError("the module was not set up with a data module")
+        if self._scorer is None:  # embeddings once per evaluation pass, not per chunk
+            self._scorer = self.model.full_scorer(stage)
+        self._parts.append(evaluator.evaluate_chunk(self._scorer, users))
+        self._users.append(users.cpu())
+
+    def _gather(self) -> tuple[Tensor, dict[str, Tensor]]:
+        """Every evaluated user's metrics (from all ranks under DDP)."""
+        parts, users = self._parts, self._users
+        self._parts, self._users, self._scorer = [], [], None
+        per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
+        all_users = torch.cat(users) if users else torch.zeros(0, dtype=torch.int64)
+        return gather_per_user(all_users, per_user)
+
+    def validation_step(self, users: Tensor, batch_idx: int) -> None:
+        self._eval_step(self.val_evaluator, users, "valid")
+
+    def on_validation_epoch_end(self) -> None:
+        _, per_user = self._gather()
+        if not per_user:
+            return
+        means = mean_metrics(per_user)
+        self.log_dict({f"val/{k}": v for k, v in means.items()}, prog_bar=False)
+        diagnostics = {f"diag/{k}": float(v) for k, v in self.loss.diagnostics(self.model).items()}
+        if diagnostics:
+            self.log_dict(diagnostics)
+        if not self.trainer.sanity_checking:
+            self.history.append({"epoch": self.current_epoch, **{f"val/{k}": v for k, v in means.items()},
+                                 **diagnostics})
+            log.info("epoch %d: validation %s", self.current_epoch,
+                     " ".join(f"{k}={means[k]:.4f}" for k in ("recall@20", "ndcg@20") if k in means))
+
+    def test_step(self, users: Tensor, batch_idx: int) -> None:
+        self._eval_step(self.test_evaluator, users, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self.test_users, self.test_per_user = self._gather()
+        self.log_dict({f"test/{k}": v for k, v in mean_metrics(self.test_per_user).items()})
+
+    # checkpoint state ------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["bench_history"] = list(self.history)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # only a resumed fit takes the saved curve; loading the best checkpoint for
+        # testing must not truncate the history to the best epoch
+        if self._trainer is not None and self.trainer.state.fn == TrainerFn.FITTING:
+            self.history = list(checkpoint.get("bench_history", []))
