@@ -6,7 +6,6 @@ import logging
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -14,10 +13,11 @@ from hydra.types import RunMode
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
 from bench.errors import BenchError, find_user_error
 from bench.experiments import apply_per_loss
-from bench.results import RESULTS_FILE, read_json, write_json
-from bench.run import CHECKPOINT_DIR, RUN_CONFIG_FILE, format_metrics_table, train_and_test
+from bench.results import CHECKPOINT_DIR, FAILED, RESULTS_FILE, RUN_CONFIG_FILE, RunResult
+from bench.run import format_metrics_table, train_and_test
 
 log = logging.getLogger("bench")
 
@@ -46,6 +46,8 @@ def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
         raise BenchError(f"cannot resume {path}: no {CHECKPOINT_DIR}/last.ckpt (the run ended before its first "
                          "epoch); start it again instead")
     cfg = OmegaConf.load(saved)
+    if not isinstance(cfg, DictConfig):
+        raise BenchError(f"cannot resume {path}: {RUN_CONFIG_FILE} is not a config mapping")
     cfg.output_dir = str(path)
     cfg.resume = None
     return cfg, last
@@ -53,19 +55,18 @@ def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
 
 def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -> None:
     try:
-        out = Path(cfg.output_dir)
-        previous = read_json(out / RESULTS_FILE) if (out / RESULTS_FILE).exists() else {}
+        record = RunResult.read_or_new(Path(cfg.output_dir))
         user_error = find_user_error(exc)
-        write_json(out / RESULTS_FILE, {
-            **previous, "status": "failed", "overrides": overrides or previous.get("overrides", []),
-            "error": str(user_error) if user_error else f"{type(exc).__name__}: {exc}",
-            "traceback": "".join(traceback.format_exception(exc)),
-        })
+        record.status = FAILED
+        record.overrides = overrides or record.overrides
+        record.error = str(user_error) if user_error else f"{type(exc).__name__}: {exc}"
+        record.traceback = "".join(traceback.format_exception(exc))
+        record.write()
     except Exception as inner:  # reporting must not hide the original error
-        log.warning("could not record the failure in results.json: %s", inner)
+        log.warning("could not record the failure in %s: %s", RESULTS_FILE, inner)
 
 
-def run_job(cfg: DictConfig) -> dict[str, Any] | None:
+def run_job(cfg: DictConfig) -> RunResult | None:
     """Run one job; user errors become one-line messages, failures are recorded.
 
     In a multirun, a failed job is recorded in its results.json and the sweep goes on
@@ -96,12 +97,11 @@ def run_job(cfg: DictConfig) -> dict[str, Any] | None:
             log.exception("job failed: %s", exc)
             return None
         raise
-    if rank_zero_only.rank != 0:  # DDP: one report, from rank 0
+    if getattr(rank_zero_only, "rank", 0) != 0:  # DDP: one report, from rank 0
         return results
     ks = list(cfg.eval.ks)
-    best = results["best"]
-    print(f"\nTest metrics ({results['data']['test_users']} users; best validation epoch {best['epoch']}):")
-    print(format_metrics_table(results["test"], ks))
+    print(f"\nTest metrics ({results.data['test_users']} users; best validation epoch {results.best['epoch']}):")
+    print(format_metrics_table(results.test, ks))
     print(f"results: {Path(cfg.output_dir).resolve() / RESULTS_FILE}")
     return results
 
@@ -123,6 +123,4 @@ def main(cfg: DictConfig) -> float | None:
     """One job; returns its best validation score (``train.monitor``), the objective of
     sweepers such as Optuna; test metrics never leave ``results.json``."""
     results = run_job(cfg)
-    if not results:
-        return None
-    return results["best"]["val"].get(str(results["config"]["train"]["monitor"]))
+    return results.best_val if results else None

@@ -10,7 +10,7 @@ explicitly wins. The entry's ``paper`` values stay in the config (and so in
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import netrc
 import os
@@ -11,26 +10,17 @@ from typing import Any
 
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from bench.results.schema import variant_suffix
 
 log = logging.getLogger(__name__)
 
 WANDB_HOST = "api.wandb.ai"
 
-#: overrides that do not make a configuration of their own in a W&B group name (the group
-#: already names dataset, model and loss; seeds of one configuration must share a group)
-NOT_A_VARIANT = ("seed", "dataset", "model", "loss", "task", "logger", "experiment", "output_dir", "data_dir",
-                 "cache_dir", "resume", "trainer.accelerator", "trainer.devices", "trainer.strategy",
-                 "trainer.num_nodes")
-
-
-MAX_VARIANT_CHARS = 64
-
-
 def run_variant(overrides: list[str] | None = None) -> str:
-    """The run's command-line overrides that change its configuration beyond dataset, model
-    and loss (``loss.tau=0.1``), as ``-key=value`` suffixes; "" when none; a 10-hex digest
-    of them when longer than 64 characters (the resolved config keeps every value).
+    """The W&B group suffix of a run: its overrides that make a configuration of their own
+    (``-loss.tau=0.1``; see :func:`bench.results.variant_overrides`), or a digest when long.
 
     Without ``overrides``, reads those of the current Hydra job (none outside Hydra).
     """
@@ -38,19 +28,7 @@ def run_variant(overrides: list[str] | None = None) -> str:
         from hydra.core.hydra_config import HydraConfig
 
         overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    kept = sorted(o.lstrip("+~") for o in overrides
-                  if "=" in o and not o.lstrip("+~").split("=", 1)[0].startswith(("hydra", "logger."))
-                  and o.lstrip("+~").split("=", 1)[0] not in NOT_A_VARIANT)
-    suffix = "".join(f"-{o}" for o in kept)
-    if len(suffix) > MAX_VARIANT_CHARS:  # W&B caps group names; a digest still tells configurations apart
-        suffix = "-" + hashlib.sha1(suffix.encode()).hexdigest()[:10]
-    return suffix
-
-
-if not OmegaConf.has_resolver("bench_variant"):
-    # ${bench_variant:} in conf/logger/wandb.yaml: seeds of one configuration share a W&B group,
-    # and a sweep over loss.tau does not pool different taus into one
-    OmegaConf.register_new_resolver("bench_variant", lambda: run_variant())
+    return variant_suffix(overrides)
 
 
 def _has_wandb_credentials() -> bool:
@@ -103,7 +81,7 @@ def wandb_logger(project: str = "bench", entity: str | None = None, group: str |
     os.environ.setdefault("WANDB_SILENT", "true")
     if resolved == "offline":
         log.warning("W&B logs offline (%s); upload later with: wandb sync %s/wandb/offline-run-*", reason, save_dir)
-    extra = {"id": run_id, "resume": "allow"} if run_id else {}
+    extra: dict[str, Any] = {"id": run_id, "resume": "allow"} if run_id else {}
     return WandbLogger(project=project, entity=entity, group=group, job_type=job_type, name=name,
                        tags=list(tags or []), save_dir=save_dir, mode=resolved, **extra, **kwargs)
 

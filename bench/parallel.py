@@ -10,7 +10,7 @@ import logging
 import os
 
 import torch
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +26,6 @@ def parallel_jobs() -> int:
     """Default concurrency: one job per visible GPU, else half the CPU cores (at least 1)."""
     n_gpus = torch.cuda.device_count()
     return n_gpus if n_gpus else max(1, _cpu_count() // 2)
-
-
-if not OmegaConf.has_resolver("bench_parallel_jobs"):
-    OmegaConf.register_new_resolver("bench_parallel_jobs", parallel_jobs)
 
 
 def place_job(job_num: int, n_jobs: int, n_gpus: int, n_cpus: int, devices, accelerator: str):

@@ -5,21 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench.errors import BenchError
 from bench.report import __doc__ as DOC
 from bench.report import from_directories, from_wandb, make_report
 
 
-def _filters(items: list[str]) -> dict:
-    out = {}
+def _filters(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for item in items:
-        key, sep, value = item.partition("=")
+        key, sep, text = item.partition("=")
         if not sep:
             raise BenchError(f"--filter {item!r}: use KEY=VALUE, e.g. config.dataset.name=health")
+        value: Any = text
         for cast in (int, float):
             try:
-                value = cast(value)
+                value = cast(text)
                 break
             except ValueError:
                 continue

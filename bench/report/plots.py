@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.report.runs import RunRecord  # noqa: E402
-from bench.summary import t_interval  # noqa: E402
+from bench.report.stats import t_interval  # noqa: E402
 
 
 def _slug(text: str) -> str:

@@ -1,7 +1,9 @@
-"""Where report runs come from: run/sweep directories or a W&B project.
+"""Where report runs come from: run/sweep directories (read as
+:class:`~bench.results.RunResult`) or a W&B project.
 
 Each source yields :class:`RunRecord` s with the same fields, so the statistics never
-care where a run was stored.
+care where a run was stored; :func:`assign_labels` is the one grouping of runs into
+configurations (rows), used by the report and the seed summary alike.
 """
 
 from __future__ import annotations
@@ -9,21 +11,16 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
-from bench.errors import BenchError
-from bench.results import PER_USER_FILE, RESULTS_FILE, read_json, read_per_user
+from bench.results import COMPLETED, PER_USER_FILE, RunResult, find_runs, read_per_user, variant_overrides
 
 log = logging.getLogger(__name__)
-
-#: overrides that place a run in a table (dataset x model) or a row (loss), tell seeds apart or
-#: do not change results; any other override (``loss.tau=0.1``) makes a row of its own
-STRUCTURAL_KEYS = frozenset({"dataset", "model", "task", "loss", "seed", "experiment", "logger", "output_dir",
-                             "data_dir", "cache_dir", "resume"})
 
 PerUser = tuple[np.ndarray, dict[str, np.ndarray]]
 
@@ -35,8 +32,8 @@ class RunRecord:
     Attributes:
         source: its directory or W&B path (for messages).
         task, dataset, model, loss: the table (task, dataset, model) and row (loss) it belongs to.
-        variant: the overrides besides those that tell it apart from other configurations
-            of the same loss (``loss.tau=0.1``); set by :func:`assign_labels`.
+        variant: the overrides that tell it apart from other configurations of the same
+            loss in its table (``loss.tau=0.1``); set by :func:`assign_labels`.
         seed: the run seed (paired tests match runs by it).
         test: mean test metrics, ``{"ndcg@20": ...}``.
         history: validation rows ``{"epoch": e, "val/ndcg@20": ...}``.
@@ -69,21 +66,25 @@ class RunRecord:
         return f"{self.loss} {self.variant}".strip()
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def _record_from_results(res: dict[str, Any], source: str, load_per_user: Callable[[], PerUser | None],
-                         finished: float = 0.0) -> RunRecord:
-    cfg = res.get("config") or {}
+def _record(res: RunResult, source: str, load_per_user: Callable[[], PerUser | None],
+            finished: float = 0.0) -> RunRecord:
     return RunRecord(
-        source=source, task=str((cfg.get("task") or {}).get("name", "cf")),
-        dataset=str((cfg.get("dataset") or {}).get("name", "?")), model=str((cfg.get("model") or {}).get("name", "?")),
-        loss=str((cfg.get("loss") or {}).get("name", "?")), seed=int(cfg.get("seed", 0)),
-        test={k: float(v) for k, v in (res.get("test") or {}).items() if v is not None},
-        history=list(res.get("history") or []), paper=dict(cfg.get("paper") or {}),
-        overrides=[o for o in res.get("overrides", []) if not o.startswith("hydra")], load_per_user=load_per_user,
-        finished=finished)
+        source=source, task=res.task, dataset=res.dataset, model=res.model, loss=res.loss, seed=res.seed,
+        test={k: float(v) for k, v in res.test.items() if v is not None}, history=list(res.history),
+        paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished)
+
+
+def from_results(runs: Iterable[RunResult]) -> tuple[list[RunRecord], list[str]]:
+    """The completed runs among ``runs`` as records; notes name the others (failed, running)."""
+    records, notes = [], []
+    for res in runs:
+        where = str(res.run_dir)
+        if res.status != COMPLETED:
+            notes.append(f"{where}: {res.status}" + (f" ({res.error})" if res.error else ""))
+            continue
+        mtime = (res.run_dir / "results.json").stat().st_mtime if res.run_dir else 0.0
+        records.append(_record(res, where, res.load_per_user, mtime))
+    return records, notes
 
 
 def from_directories(paths: Iterable[Path]) -> tuple[list[RunRecord], list[str]]:
@@ -92,34 +93,13 @@ def from_directories(paths: Iterable[Path]) -> tuple[list[RunRecord], list[str]]
     Returns:
         (records, notes): notes name the runs left out (failed, running, unreadable).
     """
-    records, notes = [], []
-    for root in paths:
-        root = Path(root)
-        if not root.exists():
-            raise BenchError(f"{root} does not exist; pass run or sweep directories (those holding {RESULTS_FILE})")
-        files = [root] if root.is_file() else sorted(root.rglob(RESULTS_FILE), key=str)
-        if not files:
-            notes.append(f"no {RESULTS_FILE} under {root}")
-        for path in files:
-            try:
-                res = read_json(path)
-            except (OSError, ValueError) as exc:
-                notes.append(f"{path}: unreadable ({exc})")
-                continue
-            if res.get("status") != "completed":
-                notes.append(f"{path.parent}: {res.get('status', 'unknown')}"
-                             + (f" ({res['error']})" if res.get("error") else ""))
-                continue
-            per_user = path.parent / res.get("per_user_test", PER_USER_FILE)
-            records.append(_record_from_results(res, str(path.parent), _npz_loader(per_user), path.stat().st_mtime))
-    return records, notes
+    runs, notes = find_runs(paths)
+    records, more = from_results(runs)
+    return records, notes + more
 
 
-def _npz_loader(path: Path) -> Callable[[], PerUser | None]:
-    return lambda: read_per_user(path) if path.is_file() else None
-
-
-def from_wandb(project: str, filters: dict[str, Any] | None = None, api: Any = None) -> tuple[list[RunRecord], list[str]]:
+def from_wandb(project: str, filters: dict[str, Any] | None = None,
+               api: Any = None) -> tuple[list[RunRecord], list[str]]:
     """Finished training runs of a W&B project (``ENTITY/PROJECT``), optionally filtered
     (MongoDB-style, e.g. ``{"config.dataset.name": "health"}``). Per-user vectors are read
     from the run's ``per_user_test.npz`` file when it was uploaded."""
@@ -144,9 +124,9 @@ def from_wandb(project: str, filters: dict[str, Any] | None = None, api: Any = N
                     history.append({"epoch": int(row["epoch"]), **vals})
         except Exception as exc:  # the history is for plots only
             notes.append(f"{project}/{run.id}: no history ({exc})")
-        res = {"config": cfg, "test": test, "history": history, "overrides": _group_overrides(run, cfg)}
+        res = RunResult(status=COMPLETED, config=cfg, test=test, history=history, overrides=_group_overrides(run, cfg))
         finished = getattr(run, "heartbeat_at", None) or getattr(run, "created_at", None)
-        records.append(_record_from_results(res, f"{project}/{run.id}", _wandb_per_user(run), _timestamp(finished)))
+        records.append(_record(res, f"{project}/{run.id}", _wandb_per_user(run), _timestamp(finished)))
     return records, notes
 
 
@@ -193,8 +173,7 @@ def assign_labels(records: list[RunRecord]) -> list[str]:
     for r in records:
         by_table.setdefault((r.table, r.loss), []).append(r)
     for group in by_table.values():
-        sets = [{o for o in r.overrides if _key(o) not in STRUCTURAL_KEYS and not _key(o).startswith("logger.")}
-                for r in group]
+        sets = [set(variant_overrides(r.overrides)) for r in group]
         common = set.intersection(*sets) if sets else set()
         for r, s in zip(group, sets):
             r.variant = " ".join(sorted(s - common))

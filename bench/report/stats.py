@@ -14,15 +14,28 @@ direction):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
 from bench.report.runs import PerUser, RunRecord
-from bench.summary import t_interval
 
 NAN = math.nan
+
+
+def t_interval(values: Iterable[float], confidence: float = 0.95) -> dict[str, float]:
+    """n, mean, sample std and the Student-t confidence interval of the mean.
+
+    half-width = t(1 - (1 - confidence) / 2, n - 1) * s / sqrt(n); NaN when n < 2.
+    """
+    x = np.asarray(list(values), dtype=np.float64)
+    n = x.size
+    mean = float(x.mean()) if n else math.nan
+    std = float(x.std(ddof=1)) if n > 1 else math.nan
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)) if n > 1 else math.nan
+    return {"n": n, "mean": mean, "std": std, "ci_low": mean - half, "ci_high": mean + half, "ci_half": half}
 
 
 @dataclass
@@ -91,9 +104,11 @@ def compare(runs: list[RunRecord], base: list[RunRecord], metric: str) -> Compar
     if seeds:
         by_seed_a = {r.seed: r for r in runs}
         by_seed_b = {r.seed: r for r in base}
-        pa = [by_seed_a[s].load_per_user() for s in seeds]
-        pb = [by_seed_b[s].load_per_user() for s in seeds]
-        if all(p is not None and metric in p[1] for p in pa + pb):
+        loaded_a = [by_seed_a[s].load_per_user() for s in seeds]
+        loaded_b = [by_seed_b[s].load_per_user() for s in seeds]
+        pa = [p for p in loaded_a if p is not None and metric in p[1]]
+        pb = [p for p in loaded_b if p is not None and metric in p[1]]
+        if len(pa) == len(pb) == len(seeds):
             ua, xa = seed_averaged_users(pa, metric)
             ub, xb = seed_averaged_users(pb, metric)
             common, ia, ib = np.intersect1d(ua, ub, return_indices=True)

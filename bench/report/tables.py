@@ -7,7 +7,7 @@ every number the renderers print, so the CSV is the table and the table is the C
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -72,7 +72,8 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
                     continue
                 paper = runs[0].paper.get(metric)
                 row = {"task": task, "dataset": dataset, "model": model, "row": label, "loss": runs[0].loss,
-                       "metric": metric, **ci, "seeds": ",".join(str(s) for s in sorted(stats.seed_values(runs, metric))),
+                       "metric": metric, **ci,
+                       "seeds": ",".join(str(s) for s in sorted(stats.seed_values(runs, metric))),
                        "paper": paper if paper is not None else math.nan,
                        "paper_gap": (ci["mean"] - paper) / paper if paper else math.nan,
                        "baseline": base_label or ""}

@@ -1,5 +1,6 @@
-"""Measure threshold estimators against the exact beta_u^K, the way top-k retrieval
-measures its threshold estimators (THRESHOLDS.md "Statistics for an estimator study").
+"""Measure threshold estimators against the exact beta_u^K on a trained run, the way
+top-k retrieval measures its threshold estimators (docs/thresholds.md#measuring-estimators);
+the command line is ``python -m bench.thresholds``.
 
 For a trained run: every estimator estimates beta for each (sampled) user from one
 draw of N negatives, and is judged on overestimate rate (Clopper-Pearson interval),
@@ -11,17 +12,25 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from omegaconf import OmegaConf
 from scipy import stats
 from torch import Tensor
 
+from bench.contracts import Scorer, TrainData
 from bench.errors import BenchError
+from bench.models.base import EmbeddingModel
+from bench.report.checkpoints import load_model, run_datamodule
+from bench.results import CHECKPOINT_DIR, RunResult
+from bench.sampling import UniformNegativeSampler, make_generator
 from bench.thresholds import ESTIMATORS, kth_largest
+from bench.thresholds.cached import CachedEstimator
 
 DEFAULT_ESTIMATORS = ("sampled", "cached", "stratified", "binomial_safe", "quantile")
 
@@ -30,9 +39,9 @@ DEFAULT_ESTIMATORS = ("sampled", "cached", "stratified", "binomial_safe", "quant
 class StudySetup:
     """What a study needs: a model, optionally the model the cache was built with, the data."""
 
-    model: torch.nn.Module
-    cache_model: torch.nn.Module
-    train_data: object
+    model: Scorer
+    cache_model: Scorer
+    train_data: TrainData
     users: Tensor
     negatives: Tensor
     tau_w: float
@@ -43,35 +52,19 @@ def load_setup(run_dir: Path, checkpoint: str = "last", cache_from: str = "same"
                n_negatives: int | None = None, tau_w: float | None = None, seed: int = 0) -> StudySetup:
     """A trained CF run's model (and the cache's model), its training data, a fixed user
     sample and one draw of N negatives per user (uniform, with replacement, as in training)."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from bench.datasets import split_validation
-    from bench.losses.base import TrainData
-    from bench.results import RESULTS_FILE, read_json
-    from bench.sampling import UniformNegativeSampler, make_generator
-
     run_dir = Path(run_dir)
-    if not (run_dir / RESULTS_FILE).is_file():
-        raise BenchError(f"{run_dir} holds no {RESULTS_FILE}; pass the output directory of a run")
-    res = read_json(run_dir / RESULTS_FILE)
-    cfg = OmegaConf.create(res["config"])
-    if (cfg.get("task") or {}).get("name", "cf") != "cf":
+    res = RunResult.read(run_dir)
+    if res.task != "cf":
         raise BenchError("the threshold study supports task=cf runs")
-    data = instantiate(cfg.dataset).load()
-    fraction = (cfg.get("task") or {}).get("valid_fraction", 0.1)
-    splits = split_validation(data, fraction, int(cfg.seed))
-    train = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train, n_pairs=splits.train.nnz)
+    cfg = OmegaConf.create(res.config)
+    datamodule = run_datamodule(res)
+    splits, train = datamodule.splits, datamodule.train_data
 
-    def model_from(which: str) -> torch.nn.Module:
-        path = Path(which) if which not in ("best", "last") else run_dir / "checkpoints" / f"{which}.ckpt"
-        if not path.is_file():
-            raise BenchError(f"no checkpoint {path}")
-        m = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
-        m.bind(train)
-        state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
-        m.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
-        return m.eval()
+    def model_from(which: str) -> EmbeddingModel:
+        path = Path(which) if which not in ("best", "last") else run_dir / CHECKPOINT_DIR / f"{which}.ckpt"
+        model = load_model(res, path, train)
+        model.eval()
+        return model
 
     model = model_from(checkpoint)
     cache_model = model if cache_from == "same" else model_from(cache_from)
@@ -90,7 +83,7 @@ def load_setup(run_dir: Path, checkpoint: str = "last", cache_from: str = "same"
 def _estimate_all(setup: StudySetup, name: str, k: int, chunk: int, warmup: int) -> tuple[Tensor, float]:
     est = ESTIMATORS.build(name)
     est.bind(setup.train_data)
-    if hasattr(est, "rebuild"):
+    if isinstance(est, CachedEstimator):
         est.rebuild(setup.cache_model)
     if warmup and name == "quantile":  # a learned threshold is judged after it has learned
         gen = torch.Generator().manual_seed(1)
@@ -111,12 +104,13 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 @torch.no_grad()
-def run_study(setup: StudySetup, ks=(5, 20, 50, 100), estimators=DEFAULT_ESTIMATORS, chunk: int = 512,
-              warmup: int = 50) -> tuple[pd.DataFrame, dict]:
+def run_study(setup: StudySetup, ks: Sequence[int] = (5, 20, 50, 100), estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+              chunk: int = 512, warmup: int = 50) -> tuple[pd.DataFrame, dict[tuple[int, str], np.ndarray]]:
     """Returns (one row per (K, estimator), effective ranks {(K, estimator): (U,) array})."""
     estimates = {(k, name): _estimate_all(setup, name, k, chunk, warmup) for k in ks for name in estimators}
-    exact = {k: [] for k in ks}
-    ranks = {key: [] for key in estimates}
+    exact: dict[int, list[Tensor]] = {k: [] for k in ks}
+    ranks: dict[tuple[int, str], list[Tensor]] = {key: [] for key in estimates}
+    effective: dict[tuple[int, str], np.ndarray] = {}
     for i, part in enumerate(setup.users.split(chunk)):
         scores = setup.model.score_users(part).double()
         sl = slice(i * chunk, i * chunk + part.numel())
@@ -135,7 +129,7 @@ def run_study(setup: StudySetup, ks=(5, 20, 50, 100), estimators=DEFAULT_ESTIMAT
         ok = (~over) & (beta > 0) & torch.isfinite(b)
         finite = torch.isfinite(b) & torch.isfinite(beta)
         rows.append({
-            "k": k, "estimator": name, "safe": ESTIMATORS.get(name).safe, "users": n,
+            "k": k, "estimator": name, "safe": bool(getattr(ESTIMATORS.get(name), "safe", False)), "users": n,
             "overestimates": int(over.sum()), "overestimate_rate": float(over.float().mean()),
             "overestimate_ci_low": low, "overestimate_ci_high": high,
             # b / beta clipped at 0: a non-positive bound under a positive beta is simply useless
@@ -144,13 +138,14 @@ def run_study(setup: StudySetup, ks=(5, 20, 50, 100), estimators=DEFAULT_ESTIMAT
             "gap_over_tau_w": float(((beta[finite] - b[finite]) / setup.tau_w).mean()) if finite.any() else math.nan,
             "ms_per_user": 1e3 * sec,
         })
-        ranks[(k, name)] = r
-    return pd.DataFrame(rows), ranks
+        effective[(k, name)] = r
+    return pd.DataFrame(rows), effective
 
 
 def to_markdown(table: pd.DataFrame, label: str) -> str:
     lines = [f"Threshold estimators vs the exact beta_u^K ({label}).", "",
-             "| K | estimator | safe | overestimate rate [95% CI] | MUF | median r(b) | p90 r(b) | gap / τ_w | ms / user |",
+             "| K | estimator | safe | overestimate rate [95% CI] | MUF | median r(b) | p90 r(b) | gap / τ_w "
+             "| ms / user |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         lines.append(f"| {r.k} | {r.estimator} | {'yes' if r.safe else 'no'} | {r.overestimate_rate:.4f} "

@@ -1,4 +1,4 @@
-"""Writing run results so that a crash never leaves a half-written file."""
+"""Files of a run, written so that a crash never leaves a half-written one."""
 
 from __future__ import annotations
 
@@ -11,9 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-RESULTS_FILE = "results.json"
-PER_USER_FILE = "per_user_test.npz"
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -46,10 +43,11 @@ def _jsonable(obj: Any) -> Any:
 
 
 def write_json(path: Path, payload: dict) -> None:
+    """``payload`` as indented JSON (non-finite floats as strings, tensors as numbers), atomically."""
     atomic_write_bytes(path, (json.dumps(_jsonable(payload), indent=2, sort_keys=False) + "\n").encode())
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict[str, Any]:
     with open(path) as f:
         return json.load(f)
 
@@ -57,10 +55,12 @@ def read_json(path: Path) -> dict:
 def write_per_user(path: Path, users: np.ndarray, metrics: dict[str, np.ndarray]) -> None:
     """Per-user metric vectors (float64), aligned with ``users``, as a compressed npz."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, users=users, **{k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()})
+    arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()}
+    np.savez_compressed(buf, users=users, **arrays)
     atomic_write_bytes(path, buf.getvalue())
 
 
 def read_per_user(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(users (U,), {metric: (U,) float64}) as written by :func:`write_per_user`."""
     with np.load(path) as z:
         return z["users"], {k: z[k] for k in z.files if k != "users"}

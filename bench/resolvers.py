@@ -1,0 +1,23 @@
+"""The ``${bench_...:}`` resolvers that conf/ uses; registered once, on import (by the app)."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from bench.loggers import run_variant
+from bench.parallel import parallel_jobs
+from bench.tasks.callbacks import output_is_terminal
+
+RESOLVERS = {
+    # conf/logger/wandb.yaml: seeds of one configuration share a W&B group, and a sweep over
+    # loss.tau does not pool different taus into one
+    "bench_variant": lambda: run_variant(),
+    # conf/hydra/launcher/parallel.yaml: one job per GPU, else half the CPU cores
+    "bench_parallel_jobs": parallel_jobs,
+    # conf/trainer/default.yaml: a progress bar at a terminal, one log line per epoch otherwise
+    "bench_terminal": output_is_terminal,
+}
+
+for _name, _fn in RESOLVERS.items():
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _fn)

@@ -1,0 +1,227 @@
+"""The results of one run (``results.json``), written and read only through :class:`RunResult`,
+and the one definition of which overrides make a configuration of its own.
+
+A run directory holds ``results.json`` (this schema), ``per_user_test.npz`` (per-user test
+metrics, for paired tests), ``run_config.yaml``, ``checkpoints/`` and the loggers' files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.errors import BenchError
+from bench.results.io import read_json, read_per_user, write_json
+
+RESULTS_FILE = "results.json"
+PER_USER_FILE = "per_user_test.npz"
+RUN_CONFIG_FILE = "run_config.yaml"
+CHECKPOINT_DIR = "checkpoints"
+
+RUNNING, COMPLETED, FAILED = "running", "completed", "failed"
+
+# -- which overrides make a configuration ---------------------------------------------------
+#: overrides that name the table and row of a run (task, data, backbone, loss) or bring an
+#: experiment's settings (which are then in the config itself)
+IDENTITY_KEYS = frozenset({"task", "dataset", "model", "loss", "experiment"})
+#: overrides that tell seeds of one configuration apart
+SEED_KEYS = frozenset({"seed"})
+#: overrides that only choose where a run reads, writes, logs or which devices it uses
+PLACEMENT_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "logger", "trainer.accelerator",
+                            "trainer.devices", "trainer.strategy", "trainer.num_nodes"})
+PLACEMENT_PREFIXES = ("hydra", "logger.")
+
+
+def override_key(override: str) -> str:
+    """``+loss.tau=0.1`` -> ``loss.tau``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def is_variant_override(override: str) -> bool:
+    """Does this command-line override make a configuration of its own (``loss.tau=0.1``),
+    beyond the run's task, data set, backbone, loss and seed?"""
+    key = override_key(override)
+    return ("=" in override and key not in IDENTITY_KEYS | SEED_KEYS | PLACEMENT_KEYS
+            and not key.startswith(PLACEMENT_PREFIXES))
+
+
+def variant_overrides(overrides: Iterable[str]) -> list[str]:
+    """The overrides that make a configuration of its own, sorted, without ``+``/``~``."""
+    return sorted(o.lstrip("+~") for o in overrides if is_variant_override(o))
+
+
+def variant_suffix(overrides: Iterable[str], max_chars: int = 64) -> str:
+    """``-key=value`` per variant override (``""`` when none); a 10-hex digest of them when
+    longer than ``max_chars`` (W&B caps group names; the config keeps every value)."""
+    suffix = "".join(f"-{o}" for o in variant_overrides(overrides))
+    if len(suffix) > max_chars:
+        suffix = "-" + hashlib.sha1(suffix.encode()).hexdigest()[:10]
+    return suffix
+
+
+# -- the record ------------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    """Everything a run reports, as stored in ``results.json``.
+
+    Attributes:
+        status: "running", "completed" or "failed".
+        config: the resolved config.
+        overrides: the command-line overrides that made the run.
+        data: counts (users, items, interactions per split, evaluated and skipped users).
+        best: ``{"epoch", "checkpoint", "val": {metric: value}}`` at the best validation.
+        test: mean test metrics at the best checkpoint, ``{"ndcg@20": ...}``.
+        history: one row per validation, ``{"epoch", "val/<metric>", "diag/<name>"}``.
+        epochs_trained: epochs completed.
+        per_user_test: file name of the per-user test metrics.
+        timing_s: seconds per phase (data, fit, test, total).
+        resumed_from: the checkpoint a resumed run continued from.
+        device, host, versions: where and with what it ran.
+        started_at, finished_at: ISO times (UTC).
+        error, traceback: why a failed run failed.
+        extra: keys of the file this version does not know (kept when rewritten).
+        run_dir: the directory it was read from (not stored).
+    """
+
+    status: str = RUNNING
+    config: dict[str, Any] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    best: dict[str, Any] = field(default_factory=dict)
+    test: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, float]] = field(default_factory=list)
+    epochs_trained: int | None = None
+    per_user_test: str | None = None
+    timing_s: dict[str, float] = field(default_factory=dict)
+    resumed_from: str | None = None
+    device: str | None = None
+    host: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    run_dir: Path | None = field(default=None, compare=False)
+
+    # -- reading and writing ----------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any], run_dir: Path | None = None) -> RunResult:
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra", "run_dir"}
+        return cls(**{k: v for k, v in payload.items() if k in known},
+                   extra={k: v for k, v in payload.items() if k not in known}, run_dir=run_dir)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "run_dir")}
+        return {**out, **self.extra}
+
+    @classmethod
+    def read(cls, path: str | Path) -> RunResult:
+        """The result in ``path`` (a run directory or its ``results.json``)."""
+        path = Path(path)
+        file = path / RESULTS_FILE if path.is_dir() else path
+        if not file.is_file():
+            raise BenchError(f"{path} holds no {RESULTS_FILE}; pass the output directory of a run")
+        try:
+            return cls.from_dict(read_json(file), run_dir=file.parent)
+        except (OSError, ValueError, TypeError) as exc:
+            raise BenchError(f"{file} is not a readable results file ({exc}); delete it or rerun that run") from exc
+
+    @classmethod
+    def read_or_new(cls, run_dir: str | Path) -> RunResult:
+        """The result already in ``run_dir``, or an empty one (a new run)."""
+        file = Path(run_dir) / RESULTS_FILE
+        return cls.read(file) if file.is_file() else cls(run_dir=Path(run_dir))
+
+    def write(self, run_dir: str | Path | None = None) -> Path:
+        """Write ``results.json`` into ``run_dir`` (default: where it was read from), atomically."""
+        target = Path(run_dir) if run_dir is not None else self.run_dir
+        if target is None:
+            raise ValueError("RunResult.write needs a run directory")
+        self.run_dir = target
+        write_json(target / RESULTS_FILE, self.to_dict())
+        return target / RESULTS_FILE
+
+    def load_per_user(self) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+        """(users (U,), {metric: (U,) float64}) of the test set, or None when not saved."""
+        if self.run_dir is None:
+            return None
+        path = self.run_dir / (self.per_user_test or PER_USER_FILE)
+        return read_per_user(path) if path.is_file() else None
+
+    # -- what the run was --------------------------------------------------------------------
+    def _name(self, group: str, default: str = "?") -> str:
+        return str((self.config.get(group) or {}).get("name", default))
+
+    @property
+    def task(self) -> str:
+        return self._name("task", "cf")
+
+    @property
+    def dataset(self) -> str:
+        return self._name("dataset")
+
+    @property
+    def model(self) -> str:
+        return self._name("model")
+
+    @property
+    def loss(self) -> str:
+        return self._name("loss")
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+    @property
+    def paper(self) -> dict[str, float]:
+        """The paper's values for this configuration (from a paper experiment), if any."""
+        return dict(self.config.get("paper") or {})
+
+    @property
+    def monitor(self) -> str:
+        """The validation metric that picks the best checkpoint (``ndcg@20``)."""
+        return str((self.config.get("train") or {}).get("monitor", "ndcg@20"))
+
+    @property
+    def best_val(self) -> float | None:
+        """The best validation value of :attr:`monitor` (the objective of sweepers)."""
+        return (self.best.get("val") or {}).get(self.monitor)
+
+    @property
+    def job_overrides(self) -> list[str]:
+        """The overrides, without Hydra's own settings."""
+        return [o for o in self.overrides if not o.startswith("hydra")]
+
+    @property
+    def variant(self) -> list[str]:
+        """The overrides that make this configuration (see :func:`variant_overrides`)."""
+        return variant_overrides(self.overrides)
+
+
+def find_runs(paths: Iterable[str | Path]) -> tuple[list[RunResult], list[str]]:
+    """Every run under each path (a run directory, a ``results.json`` or any folder above
+    run directories), whatever its status.
+
+    Returns:
+        (runs, notes): notes name the files that could not be read.
+    """
+    runs, notes = [], []
+    for root in map(Path, paths):
+        if not root.exists():
+            raise BenchError(f"{root} does not exist; pass run or sweep directories (those holding {RESULTS_FILE})")
+        files = [root] if root.is_file() else sorted(root.rglob(RESULTS_FILE), key=str)
+        if not files:
+            notes.append(f"no {RESULTS_FILE} under {root}")
+        for file in files:
+            try:
+                runs.append(RunResult.read(file))
+            except BenchError as exc:
+                notes.append(str(exc))
+    return runs, notes
