@@ -3,7 +3,7 @@
 import torch
 from scipy import stats
 
-from bench.datasets.base import CSR
+from bench.datasets import CSR
 from bench.sampling import PairBatchSampler, UniformNegativeSampler, make_generator
 
 

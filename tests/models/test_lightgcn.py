@@ -1,11 +1,11 @@
-"""Backbones: LightGCN and XSimGCL propagation against dense references; scoring paths."""
+"""LightGCN and XSimGCL: propagation against dense references; every scoring path agrees."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.datasets.base import CSR
-from bench.losses import TrainData
+from bench.contracts import TrainData
+from bench.datasets import CSR
 from bench.models import MF, LightGCN, XSimGCL
 
 
@@ -30,12 +30,15 @@ def test_lightgcn_propagation_equals_a_dense_reference():
     users, items = model.embeddings()
     torch.testing.assert_close(torch.cat([users, items]).detach(), want)
     assert torch.equal(items[4].detach(), ego[8] / 3)  # an isolated item keeps only its own share
-    # scoring: full rows, pairs and the evaluation scorer agree
+    # scoring: full rows, training queries, given items and the evaluation scorer agree
     full = model.score_users(torch.arange(4)).detach()
     torch.testing.assert_close(full, (want[:4] @ want[4:].T))
-    pos, neg = model.score_pairs(torch.tensor([1, 2]), torch.tensor([1, 0]), torch.tensor([[0, 3], [4, 2]]))
-    torch.testing.assert_close(pos.detach(), full[[1, 2], [1, 0]])
-    torch.testing.assert_close(neg.detach(), full[[[1], [2]], [[0, 3], [4, 2]]])
+    queries = model.encode(torch.tensor([[1, 1, 0], [2, 0, 1]]))
+    scores = queries.score(torch.tensor([[1, 0, 3], [0, 4, 2]])).detach()
+    pos, neg = scores[:, 0], scores[:, 1:]
+    torch.testing.assert_close(pos, full[[1, 2], [1, 0]])
+    torch.testing.assert_close(neg, full[[[1], [2]], [[0, 3], [4, 2]]])
+    torch.testing.assert_close(model.score_items(torch.tensor([1, 2]), torch.tensor([[0, 3], [4, 2]])).detach(), neg)
     torch.testing.assert_close(model.full_scorer()(torch.tensor([3])), full[3:])
 
 

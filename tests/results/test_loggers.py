@@ -7,7 +7,6 @@ import json
 import pytest
 
 from bench.loggers import run_variant
-from tests.helpers import TINY, read_wandb_offline_run, run_cli
 
 
 def test_group_suffix_names_the_overrides_that_make_a_configuration():
@@ -20,12 +19,14 @@ def test_group_suffix_names_the_overrides_that_make_a_configuration():
     assert len(a) == 11 and a.startswith("-") and a != b  # too long for a W&B group: a digest, still distinct
 
 
-def test_sweep_logs_train_runs_grouped_by_configuration_and_a_summary_run_with_ci_fields(tmp_path):
-    tiny = [o for o in TINY if not o.startswith("trainer.accelerator")]
+@pytest.mark.slow
+def test_sweep_logs_train_runs_grouped_by_configuration_and_a_summary_run_with_ci_fields(tmp_path, tiny, run_cli,
+                                                                                         wandb_run_file):
+    tiny = [o for o in tiny if not o.startswith("trainer.accelerator")]
     proc = run_cli(["-m", *tiny, "trainer.accelerator=cpu", "loss.tau=0.1", "seed=0,1", "logger=wandb",
                     "logger.wandb.mode=offline", "hydra.sweep.dir=sweep"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = [read_wandb_offline_run(p) for p in sorted((tmp_path / "sweep").rglob("offline-run-*/run-*.wandb"))]
+    runs = [wandb_run_file(p) for p in sorted((tmp_path / "sweep").rglob("offline-run-*/run-*.wandb"))]
     train = [r for r in runs if r["run"]["job_type"] == "train"]
     summary = [r for r in runs if r["run"]["job_type"] == "summary"]
     assert len(train) == 2 and len(summary) == 1

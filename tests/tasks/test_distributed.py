@@ -10,10 +10,13 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
+from bench.datasets import split_validation
+from bench.distributed import apply_rank_updates, gather_per_user, sync_rows
+from bench.evaluation import FullRankingEvaluator
 from bench.results import read_json, read_per_user
-from bench.tasks.distributed import apply_rank_updates, gather_per_user, sync_rows
-from tests.helpers import TINY, run_cli
 
 
 def _free_port() -> int:
@@ -39,6 +42,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_collectives_give_every_rank_all_users_and_one_state(tmp_path):
     mp.spawn(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
@@ -51,20 +55,16 @@ def test_collectives_give_every_rank_all_users_and_one_state(tmp_path):
 
 def test_rank_updates_apply_in_rank_order():
     buf = torch.zeros(5)
-    apply_rank_updates(buf, [(torch.tensor([1, 2]), torch.tensor([1.0, 1.0])), (torch.tensor([2]), torch.tensor([9.0]))])
+    apply_rank_updates(buf, [(torch.tensor([1, 2]), torch.tensor([1.0, 1.0])),
+                             (torch.tensor([2]), torch.tensor([9.0]))])
     assert buf.tolist() == [0, 1, 9, 0, 0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["sl", "slk"])
-def test_ddp_run_on_two_cpu_processes_evaluates_every_user_once(tmp_path, loss):
+def test_ddp_run_on_two_cpu_processes_evaluates_every_user_once(tmp_path, loss, tiny, run_cli):
     """The DDP run's per-user test metrics equal a single-process evaluation of its best checkpoint."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from bench.datasets import split_validation
-    from bench.evaluation import FullRankingEvaluator
-
-    tiny = [o for o in TINY if not o.startswith("trainer.accelerator")]
+    tiny = [o for o in tiny if not o.startswith("trainer.accelerator")]
     proc = run_cli(["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", f"loss={loss}", "loss.t_beta=1"
                     if loss == "slk" else "loss.tau=0.2", *tiny, "logger=csv", "hydra.run.dir=run"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

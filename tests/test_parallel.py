@@ -8,22 +8,22 @@ from datetime import datetime
 
 import pytest
 import yaml
+from hydra import compose, initialize_config_dir
 
 from bench.app import CONFIG_DIR
 from bench.parallel import place_job
-from tests.helpers import TINY, run_cli
-
-TINY_SWEEP = [*TINY, "logger=none"]
 
 
 def _results(sweep, n):
     return [json.loads((sweep / str(i) / "results.json").read_text()) for i in range(n)]
 
 
-def test_joblib_sweep_runs_two_jobs_at_once_with_split_cpu_threads(tmp_path):
+@pytest.mark.slow
+def test_joblib_sweep_runs_two_jobs_at_once_with_split_cpu_threads(tmp_path, tiny, run_cli):
     # runs long enough (~seconds) that the workers' start-up skew cannot hide their overlap
-    proc = run_cli(["-m", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *TINY_SWEEP, "trainer.max_epochs=150",
-                    "trainer.check_val_every_n_epoch=150", "seed=0,1", "hydra.sweep.dir=sweep"], cwd=tmp_path)
+    proc = run_cli(["-m", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *tiny, "logger=none",
+                    "trainer.max_epochs=150", "trainer.check_val_every_n_epoch=150", "seed=0,1",
+                    "hydra.sweep.dir=sweep"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = _results(tmp_path / "sweep", 2)
     assert a["status"] == b["status"] == "completed"
@@ -45,16 +45,15 @@ def test_job_placement():
     assert place_job(0, 1, 2, 16, 1, "auto") == (None, None)
 
 
-def test_submitit_local_launcher_runs_a_sweep(tmp_path):
-    proc = run_cli(["-m", "hydra/launcher=submitit_local", *TINY_SWEEP, "trainer.max_epochs=2", "seed=0,1",
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_a_sweep(tmp_path, tiny, run_cli):
+    proc = run_cli(["-m", "hydra/launcher=submitit_local", *tiny, "logger=none", "trainer.max_epochs=2", "seed=0,1",
                     "hydra.sweep.dir=sweep"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [r["status"] for r in _results(tmp_path / "sweep", 2)] == ["completed", "completed"]
 
 
 def test_slurm_launcher_config_composes_with_documented_fields():
-    from hydra import compose, initialize_config_dir
-
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("config", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"],
                       return_hydra_config=True)
@@ -65,9 +64,10 @@ def test_slurm_launcher_config_composes_with_documented_fields():
     assert launcher.submitit_folder.endswith("/.submitit/%j")
 
 
-def test_optuna_sweeper_maximises_validation_ndcg_over_two_trials(tmp_path):
-    proc = run_cli(["-m", "hydra/sweeper=paper_search_slk", "hydra.sweeper.n_trials=2", "loss=slk", *TINY_SWEEP,
-                    "hydra.sweep.dir=sweep"], cwd=tmp_path)
+@pytest.mark.slow
+def test_optuna_sweeper_maximises_validation_ndcg_over_two_trials(tmp_path, tiny, run_cli):
+    proc = run_cli(["-m", "hydra/sweeper=paper_search_slk", "hydra.sweeper.n_trials=2", "loss=slk", *tiny,
+                    "logger=none", "hydra.sweep.dir=sweep"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = _results(tmp_path / "sweep", 2)
     opt = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())

@@ -11,7 +11,7 @@ import pytest
 
 from bench.report.runs import RunRecord
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "estimator_training.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "estimator_training.py"
 
 
 @pytest.fixture(scope="module")

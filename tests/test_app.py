@@ -1,22 +1,46 @@
-"""The command line: a seed sweep with its summary, a failed job, one-line errors, W&B offline."""
+"""The command line: a seed sweep with its summary, a failed job, one-line errors, W&B offline, resume."""
 
 import json
+import signal
 
+import lightning as L
 import pandas as pd
 import pytest
 
+from bench.app import multirun_flag_first
 from bench.loggers import run_variant
-from tests.helpers import TINY, read_wandb_offline_run, run_cli
-
-TINY_CLI = [*TINY, "trainer.max_epochs=2", "logger=none"]
+from bench.run import train_and_test
 
 
-def test_seed_sweep_writes_summary_and_reports_a_failed_job(tmp_path):
-    proc = run_cli(["-m", *TINY_CLI, "hydra.sweep.dir=sweep", "seed=0,1", "loss.tau=0.2,-1"], cwd=tmp_path)
+class _Crash(L.Callback):
+    def __init__(self, at_epoch):
+        self.at_epoch = at_epoch
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        if trainer.current_epoch == self.at_epoch:
+            raise KeyboardInterrupt  # what a kill looks like from inside the loop
+
+
+@pytest.fixture
+def restore_sigint():
+    """Lightning's graceful shutdown after a KeyboardInterrupt ignores SIGINT from then on; restore it."""
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, handler)
+
+
+@pytest.fixture
+def tiny_cli(tiny):
+    return [*tiny, "trainer.max_epochs=2", "logger=none"]
+
+
+@pytest.mark.slow
+def test_seed_sweep_writes_summary_and_reports_a_failed_job(tmp_path, tiny_cli, run_cli):
+    proc = run_cli(["-m", *tiny_cli, "hydra.sweep.dir=sweep", "seed=0,1", "loss.tau=0.2,-1"], cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]  # one configuration fails at construction
     summary = pd.read_csv(tmp_path / "sweep" / "summary.csv")
     ndcg = summary[summary.metric == "ndcg@20"]
-    assert ndcg.config.tolist() == ["loss.tau=0.2"] and ndcg.n.tolist() == [2]
+    assert ndcg.row.tolist() == ["sl"] and ndcg.n.tolist() == [2]  # the completed configuration, loss.tau=0.2
     jobs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/results.json"))]
     assert [j["status"] for j in jobs].count("completed") == 2 and [j["status"] for j in jobs].count("failed") == 2
     means = [j["test"]["ndcg@20"] for j in jobs if j["status"] == "completed"]
@@ -26,34 +50,39 @@ def test_seed_sweep_writes_summary_and_reports_a_failed_job(tmp_path):
     assert "Seed summary" in proc.stdout
 
 
-def test_unknown_option_lists_the_available_ones(tmp_path):
+@pytest.mark.slow
+def test_unknown_option_lists_the_available_ones(tmp_path, run_cli):
     proc = run_cli(["loss=nope"], cwd=tmp_path)
     assert proc.returncode != 0
     assert "Could not find 'loss/nope'" in proc.stderr and "bpr" in proc.stderr and "sl" in proc.stderr
 
 
-def test_user_errors_are_one_line(tmp_path):
-    proc = run_cli([*TINY_CLI, "loss.name=sll"], cwd=tmp_path)
+@pytest.mark.slow
+def test_user_errors_are_one_line(tmp_path, tiny_cli, run_cli):
+    proc = run_cli([*tiny_cli, "loss.name=sll"], cwd=tmp_path)
     assert proc.returncode == 2
-    assert "error: unknown loss 'sll' (did you mean 'sl'?); known: bpr, bsl, lambdalossk, psl, sl, slk, songk" in proc.stderr
+    assert ("error: unknown loss 'sll' (did you mean 'sl'?); known: bpr, bsl, lambdalossk, psl, sl, slk, songk"
+            in proc.stderr)
     assert "Traceback" not in proc.stderr
     proc = run_cli(["dataset=custom", "logger=none"], cwd=tmp_path)
     assert proc.returncode == 2 and "error: dataset=custom needs a file: add dataset.path=" in proc.stderr
 
 
-def test_default_run_prints_metrics_and_where_results_went_and_wandb_stays_offline(tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_default_run_prints_metrics_and_where_results_went_and_wandb_stays_offline(tmp_path, monkeypatch, tiny_cli,
+                                                                                   run_cli, wandb_run_file):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: no credentials
-    proc = run_cli([*TINY_CLI, "logger=wandb", "hydra.run.dir=run"], cwd=tmp_path)
+    proc = run_cli([*tiny_cli, "logger=wandb", "hydra.run.dir=run"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Test metrics" in proc.stdout and "ndcg" in proc.stdout
     assert f"results: {tmp_path / 'run' / 'results.json'}" in proc.stdout
     assert "wandb sync" in proc.stderr + proc.stdout
     logs = list((tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(logs) == 1
-    wandb_run = read_wandb_offline_run(logs[0])
-    group = "synthetic-mf-sl" + run_variant(TINY_CLI)  # the overrides make a configuration of their own
+    wandb_run = wandb_run_file(logs[0])
+    group = "synthetic-mf-sl" + run_variant(tiny_cli)  # the overrides make a configuration of their own
     assert wandb_run["run"] == {"group": group, "job_type": "train", "name": f"{group}-seed0",
                                 "tags": ["synthetic", "mf", "sl", "seed0"]}
     summary = wandb_run["summary"]
@@ -63,19 +92,16 @@ def test_default_run_prints_metrics_and_where_results_went_and_wandb_stays_offli
     assert summary["best_epoch"] == results["best"]["epoch"]
 
 
-def test_resume_command_continues_a_killed_run(tmp_path):
-    from bench.run import train_and_test
-    from tests.helpers import make_cfg
-    from tests.test_run import _Crash
-
-    overrides = [*TINY, "trainer.max_epochs=4", "trainer.check_val_every_n_epoch=2", "logger=csv"]
+@pytest.mark.slow
+def test_resume_command_continues_a_killed_run(tmp_path, tiny, make_cfg, run_cli, restore_sigint):
+    overrides = [*tiny, "trainer.max_epochs=4", "trainer.check_val_every_n_epoch=2", "logger=csv"]
     full = train_and_test(make_cfg(overrides, tmp_path / "full"))
-    with pytest.raises(BaseException):
+    with pytest.raises((KeyboardInterrupt, SystemExit)):  # Lightning exits after a graceful shutdown
         train_and_test(make_cfg(overrides, tmp_path / "killed"), extra_callbacks=[_Crash(3)])
     proc = run_cli([f"resume={tmp_path / 'killed'}", "hydra.run.dir=resume-log"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = json.loads((tmp_path / "killed" / "results.json").read_text())
-    assert resumed["status"] == "completed" and resumed["test"] == full["test"]
+    assert resumed["status"] == "completed" and resumed["test"] == full.test
     assert resumed["resumed_from"].endswith("last.ckpt")
     assert (tmp_path / "killed" / "csv" / "resumed" / "metrics.csv").exists()
     proc = run_cli([f"resume={tmp_path / 'nowhere'}"], cwd=tmp_path)
@@ -83,8 +109,6 @@ def test_resume_command_continues_a_killed_run(tmp_path):
 
 
 def test_the_multirun_flag_may_follow_overrides():
-    from bench.app import multirun_flag_first
-
     assert multirun_flag_first(["bench", "loss=slk", "-m", "seed=0,1"]) == ["bench", "-m", "loss=slk", "seed=0,1"]
     assert multirun_flag_first(["bench", "loss=slk"]) == ["bench", "loss=slk"]
     assert multirun_flag_first(["bench", "--multirun", "a=1"]) == ["bench", "--multirun", "a=1"]

@@ -38,10 +38,10 @@ def write_run(root: Path, loss: str, seed: int, ndcg: float, status: str = "comp
     cfg = {"seed": seed, "task": {"name": "cf"}, "dataset": {"name": "toy"}, "model": {"name": "mf"},
            "loss": {"name": loss}, **({"paper": paper} if paper else {})}
     history = [{"epoch": e, "val/ndcg@20": ndcg * (1 - 0.5 ** (e + 1))} for e in range(0, 20, 5)]
+    test = {"ndcg@20": float(v.mean()), "recall@20": float(2 * v.mean()), "ndcg@5": ndcg / 2, "ndcg@10": ndcg * 0.8}
     write_json(d / "results.json", {"status": status, "overrides": [f"loss={loss}", f"seed={seed}", *overrides],
-                                    "config": cfg, "test": {"ndcg@20": float(v.mean()), "recall@20": float(2 * v.mean()),
-                                                            "ndcg@5": ndcg / 2, "ndcg@10": ndcg * 0.8},
-                                    "history": history, "per_user_test": "per_user_test.npz"})
+                                    "config": cfg, "test": test, "history": history,
+                                    "per_user_test": "per_user_test.npz"})
     return d
 
 

@@ -1,0 +1,46 @@
+"""The chunked full-ranking evaluator: masks, chunks, users without targets, NaN scores."""
+
+import pytest
+import torch
+
+from bench.datasets import CSR
+from bench.errors import TrainingDiverged
+from bench.evaluation import FullRankingEvaluator, ranking_metrics
+
+
+def test_evaluator_masks_excluded_items_chunks_and_skips_users_without_targets():
+    gen = torch.Generator().manual_seed(3)
+    n_users, n_items = 50, 40
+    emb_u, emb_i = torch.randn(n_users, 8, generator=gen), torch.randn(n_items, 8, generator=gen)
+    full = emb_u @ emb_i.T
+    pairs = torch.stack(torch.meshgrid(torch.arange(n_users), torch.arange(n_items), indexing="ij"), -1).reshape(-1, 2)
+    kind = torch.randint(0, 10, (pairs.shape[0],), generator=gen)
+    kind[pairs[:, 0] < 5] = 9  # users 0..4: no target items at all
+    train = CSR.from_pairs(pairs[kind == 0], n_users, n_items)
+    target = CSR.from_pairs(pairs[kind == 1], n_users, n_items)
+    ev = FullRankingEvaluator(target, [train], ks=(5, 20), max_scores=7 * n_items)  # chunks of 7 users
+    assert ev.n_skipped == int((target.degrees() == 0).sum()) >= 5
+    got = ev.evaluate(lambda u: full[u])
+    users = ev.users
+    masked = full[users].clone()
+    masked[train.dense_rows(users)] = float("-inf")
+    want = ranking_metrics(masked, target.dense_rows(users), ks=(5, 20))
+    for key in want:
+        torch.testing.assert_close(got[key], want[key])
+    # a zero mask instead of -inf would change the result for negative scores
+    zeroed = full[users].clone()
+    zeroed[train.dense_rows(users)] = 0.0
+    assert not torch.equal(ranking_metrics(zeroed, target.dense_rows(users), ks=(20,))["ndcg@20"], got["ndcg@20"])
+
+
+def test_nan_scores_stop_evaluation_with_a_clear_message():
+    target = CSR.from_pairs(torch.tensor([[0, 1], [1, 2]]), 2, 4)
+    ev = FullRankingEvaluator(target, [], ks=(2,))
+
+    def scores(users):
+        out = torch.zeros(users.numel(), 4)
+        out[1, 3] = float("nan")
+        return out
+
+    with pytest.raises(TrainingDiverged, match="NaN scores"):
+        ev.evaluate(scores)

@@ -1,0 +1,49 @@
+"""Sequential recommendation: the data module batches users; SASRec trains with every loss."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.app import CONFIG_DIR
+from bench.datasets import CustomFile
+from bench.run import train_and_test
+from bench.tasks import SeqTask
+
+LOSSES = sorted(p.stem for p in (Path(CONFIG_DIR) / "loss").glob("*.yaml"))
+
+
+def _write_sequences(path, n_users=40, n_items=30, length=12, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    rows = ["user\titem\ttime"]
+    for u in range(n_users):
+        items = torch.randperm(n_items, generator=gen)[:length].tolist()
+        times = sorted(torch.randint(0, 10_000, (length,), generator=gen).tolist())
+        rows += [f"u{u}\ti{i}\t{t}" for i, t in zip(items, times)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_training_rows_are_users_with_a_next_item_and_pairs_are_sequence_positions(tmp_path):
+    f = tmp_path / "s.tsv"
+    f.write_text("user\titem\ttime\na\tx\t3\na\ty\t1\na\tz\t2\na\tw\t9\nb\tx\t5\nb\ty\t4\nc\tx\t1\nc\tw\t2\nc\ty\t3\n")
+    dm = SeqTask(users_per_batch=7).datamodule(CustomFile(str(f), k_core=1).load(), seed=0)
+    seq = dm.train_data.sequences
+    # a keeps y, z for training; b keeps y, x; c keeps x only (w validates, y tests): no next item
+    assert (seq.indptr[1:] - seq.indptr[:-1]).tolist() == [2, 2, 1]
+    assert dm.train_rows.tolist() == [[0, 0], [1, 0]] and dm.batch_size == 7
+    assert dm.train_data.n_pairs == seq.items.numel() == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", LOSSES)
+def test_sasrec_trains_with_every_loss(loss, tmp_path, make_cfg):
+    f = _write_sequences(tmp_path / "seq.tsv")
+    cfg = make_cfg(["task=seq", "model=sasrec", f"loss={loss}", "dataset=custom", f"dataset.path={f}",
+                    "dataset.k_core=1", "trainer.max_epochs=1", "trainer.accelerator=cpu", "loss.n_negatives=20",
+                    "task.users_per_batch=16", "model.max_len=8", "logger=none"], tmp_path)
+    if loss == "slk":
+        cfg.loss.diagnostics_users = 8
+        cfg.loss.t_beta = 1
+    res = train_and_test(cfg)
+    assert res.status == "completed" and res.data["test_users"] == 40

@@ -1,0 +1,113 @@
+"""The package's layering (README "Layout"): every ``bench`` import points to the importing
+module's own layer or a lower one, and the top-level units import each other without a circle.
+Imports are read from the source (inside functions and ``TYPE_CHECKING`` blocks too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "bench"
+
+#: lowest first; a module may import from its own layer and the layers before it
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("config", ("bench.errors", "bench.registry", "bench.experiments", "bench.parallel", "bench.distributed")),
+    ("data", ("bench.datasets", "bench.sampling", "bench.contracts")),
+    ("model/loss", ("bench.evaluation", "bench.models", "bench.thresholds", "bench.losses")),
+    ("step", ("bench.step",)),
+    ("task", ("bench.tasks",)),
+    ("results", ("bench.results",)),
+    ("run", ("bench.loggers", "bench.resolvers", "bench.run")),
+    ("report", ("bench.report",)),
+    ("command line", ("bench.app", "bench", "bench.__main__")),
+]
+#: inside the model/loss layer, the order of its parts (losses use estimators and ranks)
+SUBLAYERS = ("bench.evaluation", "bench.models", "bench.thresholds", "bench.losses")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _unit(module: str) -> str:
+    """The top-level unit of a module: ``bench.losses.slk`` -> ``bench.losses``."""
+    return ".".join(module.split(".")[:2])
+
+
+def _rank(module: str) -> tuple[int, int]:
+    if module.endswith(".__main__"):  # entry points sit on top of everything
+        return len(LAYERS) - 1, 0
+    unit = _unit(module)
+    for i, (_, units) in enumerate(LAYERS):
+        if unit in units:
+            return i, SUBLAYERS.index(unit) if unit in SUBLAYERS else 0
+    raise AssertionError(f"{module} is in no layer; add it to LAYERS (and to the README's layout section)")
+
+
+def _imports(path: Path) -> set[str]:
+    """The ``bench`` modules imported by the file (absolute imports only: the project uses none other)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "bench"}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import; use bench.<...>"
+            if node.module and node.module.split(".")[0] == "bench":
+                out.add(node.module)
+    return out
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_is_in_a_layer():
+    for path in SOURCES:
+        _rank(_module_name(path))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_no_upward_import(path):
+    module = _module_name(path)
+    own = _rank(module)
+    for target in _imports(path):
+        if _unit(target) == _unit(module):
+            continue
+        assert _rank(target) <= own, (f"{module} ({LAYERS[own[0]][0]}) imports {target} "
+                                      f"({LAYERS[_rank(target)[0]][0]}), a higher layer")
+
+
+def test_no_import_circle_between_units():
+    graph: dict[str, set[str]] = {}
+    for path in SOURCES:
+        module = _module_name(path)
+        if module.endswith(".__main__") or module == "bench":
+            continue
+        graph.setdefault(_unit(module), set()).update(
+            _unit(t) for t in _imports(path) if _unit(t) != _unit(module) and _unit(t) != "bench")
+    state: dict[str, int] = {}
+
+    def visit(unit: str, trail: list[str]) -> None:
+        if state.get(unit) == 1:
+            raise AssertionError("import circle: " + " -> ".join([*trail, unit]))
+        if state.get(unit) == 2:
+            return
+        state[unit] = 1
+        for nxt in sorted(graph.get(unit, ())):
+            visit(nxt, [*trail, unit])
+        state[unit] = 2
+
+    for unit in sorted(graph):
+        visit(unit, [])
+
+
+def test_models_and_losses_meet_only_in_the_contracts():
+    for path in SOURCES:
+        module = _module_name(path)
+        targets = {_unit(t) for t in _imports(path)}
+        if _unit(module) == "bench.models":
+            assert not targets & {"bench.losses", "bench.thresholds"}, module
+        if _unit(module) in ("bench.losses", "bench.thresholds"):
+            assert "bench.models" not in targets, module

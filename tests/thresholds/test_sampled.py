@@ -1,0 +1,55 @@
+"""``sampled``: never above the exact K-th score (both paths, both positive caps); de-duplication."""
+
+import pytest
+import torch
+
+from bench.thresholds import build as build_estimator
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_sampled_estimator_never_exceeds_the_exact_kth_score(seed, fixed_scorer, train_data):
+    gen = torch.Generator().manual_seed(seed)
+    n_users = 6
+    n_items = int(torch.randint(8, 60, (1,), generator=gen))  # small catalogues: many duplicates
+    scores = torch.randint(0, 6, (n_users, n_items), generator=gen).float()  # ties too
+    positives = {u: torch.randperm(n_items, generator=gen)[: int(torch.randint(1, 6, (1,), generator=gen))].tolist()
+                 for u in range(n_users)}
+    data = train_data(n_users, n_items, positives)
+    model = fixed_scorer(scores)
+    users = torch.arange(n_users).repeat(3)
+    pos_mask = data.train.dense_rows(users)
+    negatives = torch.randint(0, n_items, (users.numel(), 200), generator=gen)
+    negatives = torch.where(pos_mask.gather(1, negatives), (negatives + 1) % n_items, negatives)  # roughly non-positive
+    for k in (1, 3, 5, 20, n_items + 5):
+        exact = build_estimator("exact").estimate(model, users, None, k)
+        dense = None
+        for positives_mode in ("p90", "all"):
+            for path in ("dense", "sparse"):
+                est = build_estimator("sampled", positives=positives_mode, path=path)
+                est.bind(data)
+                got = est.estimate(model, users, negatives, k)
+                assert (got <= exact).all(), (k, positives_mode, path)
+                if path == "dense":
+                    dense = got
+                else:
+                    assert torch.equal(got, dense)  # two computations of the same set statistic
+        if k > n_items:
+            assert torch.isinf(exact).all() and (exact < 0).all()
+
+
+def test_sampling_with_replacement_without_dedup_overestimates(fixed_scorer, train_data):
+    # one user, catalogue 0..9 with scores 9..0; the K=2 threshold is 8. A sample that
+    # holds item 0 (score 9) twice claims a second-best score of 9.
+    scores = torch.arange(9, -1, -1).float().unsqueeze(0)
+    data = train_data(1, 10, {0: [9]})
+    negatives = torch.tensor([[0, 0, 5]])
+    model = fixed_scorer(scores)
+    exact = build_estimator("exact").estimate(model, torch.tensor([0]), None, 2)
+    raw = build_estimator("sampled", dedup=False)
+    raw.bind(data)
+    assert exact.item() == 8.0
+    assert raw.estimate(model, torch.tensor([0]), negatives, 2).item() == 9.0  # overestimates
+    for path in ("dense", "sparse"):
+        safe = build_estimator("sampled", path=path)
+        safe.bind(data)
+        assert safe.estimate(model, torch.tensor([0]), negatives, 2).item() == 4.0  # items 0, 5 (score 4)
