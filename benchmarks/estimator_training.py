@@ -27,8 +27,9 @@ import numpy as np
 
 from bench.report.runs import RunRecord, assign_labels, from_directories
 from bench.report.stats import compare, interval
-from bench.results import read_json
+from bench.results import COMPLETED, RunResult, find_runs
 from bench.thresholds import ESTIMATORS
+
 
 def _estimator_names() -> list[str]:
     """Every registered estimator (a new one joins without editing this script), the paper's first."""
@@ -45,7 +46,8 @@ def variant_name(estimator: str, every_step: bool) -> str:
 
 def run_variant(dataset: str, estimator: str, every_step: bool, seeds: str, out: Path) -> None:
     sweep_dir = out / variant_name(estimator, every_step)
-    done = {p.parent.name for p in sweep_dir.glob("*/results.json") if read_json(p).get("status") == "completed"}
+    runs, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
+    done = {r.run_dir for r in runs if r.status == COMPLETED}
     if len(done) >= len(seeds.split(",")):
         return
     cmd = [sys.executable, "-m", "bench", "-m", f"+experiment=paper/table2_mf_{dataset}", "loss=slk",
@@ -61,8 +63,7 @@ def _last_diag(r: RunRecord, key: str) -> float:
 
 
 def _fit_minutes(r: RunRecord) -> float:
-    res = read_json(Path(r.source) / "results.json")
-    return float((res.get("timing_s") or {}).get("fit", float("nan"))) / 60
+    return float(RunResult.read(r.source).timing_s.get("fit", float("nan"))) / 60
 
 
 def table(records: list[RunRecord], k: int = 20) -> str:

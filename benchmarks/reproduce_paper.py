@@ -20,18 +20,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import json
-
 import numpy as np
-import torch
 import yaml
-from hydra.utils import instantiate
 
 from bench.app import CONFIG_DIR, compose
-from bench.datasets import split_validation
 from bench.evaluation import FullRankingEvaluator
-from bench.losses.base import TrainData
-from bench.summary import collect_runs, summarize
+from bench.report.checkpoints import load_model, run_datamodule
+from bench.report.summary import summarize
+from bench.results import COMPLETED, find_runs
 
 
 def _table2_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
@@ -100,22 +96,14 @@ def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path
 def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
     """Mean test metrics of the sweep's best checkpoints with only training items masked."""
     values: dict[str, list[float]] = {m: [] for m in metrics}
-    data = None
-    for results_file in sorted(sweep_dir.rglob("results.json")):
-        res = json.loads(results_file.read_text())
-        if res.get("status") != "completed":
+    runs, _ = find_runs([sweep_dir])
+    for res in runs:
+        if res.status != COMPLETED:
             continue
-        cfg = res["config"]
-        if (cfg.get("task") or {}).get("name", "cf") != "cf":
+        if res.task != "cf":
             return {m: float("nan") for m in metrics}  # the leak only exists in the CF protocol
-        data = data or instantiate(cfg["dataset"]).load()
-        fraction = (cfg.get("task") or {}).get("valid_fraction", (cfg.get("train") or {}).get("valid_fraction", 0.1))
-        splits = split_validation(data, fraction, cfg["seed"])
-        model = instantiate(cfg["model"], n_users=splits.n_users, n_items=splits.n_items)
-        model.bind(TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
-                             n_pairs=splits.train.nnz))  # graph backbones rebuild their adjacency
-        state = torch.load(res["best"]["checkpoint"], weights_only=False)["state_dict"]
-        model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+        splits = (dm := run_datamodule(res)).splits
+        model = load_model(res, res.best["checkpoint"], dm.train_data)
         ks = tuple(sorted({int(m.split("@")[1]) for m in metrics}))
         per_user = FullRankingEvaluator(splits.test, [splits.train], ks).evaluate(model.full_scorer())
         for m in metrics:
@@ -141,12 +129,13 @@ def main() -> int:
         sweep_dir = args.out / name
         if not args.report_only:
             run_cell(name, overrides, args.seeds, args.epochs, args.out)
-        runs = collect_runs(sweep_dir)
-        if not len(runs):
-            print(f"{name}: no runs found in {sweep_dir}")
+        runs, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
+        summary, _ = summarize(runs)
+        if not len(summary):
+            print(f"{name}: no completed runs in {sweep_dir}")
             ok = False
             continue
-        summary = summarize(runs).set_index("metric")
+        summary = summary.set_index("metric")
         ref_protocol = reference_protocol(sweep_dir, list(paper))
         for metric, ref in paper.items():
             r = summary.loc[metric]
@@ -155,7 +144,8 @@ def main() -> int:
             ok &= passed
             alt = ref_protocol[metric]
             rows.append(f"| {name} | {metric} | {r['mean']:.4f} ± {r['ci_half']:.4f} (n={int(r['n'])}) | "
-                        f"{ref:.4f} | {rel:+.1%} | {'yes' if passed else 'NO'} | {alt:.4f} ({(alt - ref) / ref:+.1%}) |")
+                        f"{ref:.4f} | {rel:+.1%} | {'yes' if passed else 'NO'} | "
+                        f"{alt:.4f} ({(alt - ref) / ref:+.1%}) |")
     print(f"\n| cell | metric | ours (mean ± 95% CI) | paper | relative gap | within {args.tolerance:.0%} "
           "| ours, reference-code test protocol (gap) |")
     print("|---|---|---|---|---|---|---|")

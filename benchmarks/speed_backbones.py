@@ -23,7 +23,8 @@ from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
 from bench.models import MODELS
 from bench.sampling import negatives_generator
-from bench.tasks.cf import CFDataModule, CFModule
+from bench.step import optimise
+from bench.tasks import RankingDataModule, RankingModule
 
 
 def main() -> None:
@@ -38,35 +39,31 @@ def main() -> None:
 
     if not args.skip_cf:
         data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
-        dm = CFDataModule(split_validation(data, 0.1, 0), seed=0)
-        sampler = dm.train_dataloader().sampler
-        sampler.set_epoch(0)
-        rows_list = [dm.train_dataloader().dataset[idx] for _, idx in zip(range(args.steps), sampler)]
+        dm = RankingDataModule(split_validation(data, 0.1, 0), seed=0)
+        loader = dm.train_dataloader()
+        loader.sampler.set_epoch(0)
+        rows_list = [rows for _, rows in zip(range(args.steps), loader)]
         negs = [dm.sampler.sample(r[:, 0], 1000, negatives_generator("cpu", 0, 0, b)) for b, r in enumerate(rows_list)]
         setups = {}
         for name in ("mf", "lightgcn", "xsimgcl"):
             L.seed_everything(0, verbose=False)
-            model = MODELS.get(name)(dm.splits.n_users, dm.splits.n_items, name=name)
-            model.bind(dm.train_data())
+            model = MODELS.build(name, n_users=dm.splits.n_users, n_items=dm.splits.n_items)
+            model.bind(dm.train_data)
             setups[name] = (model, build_loss("sl", tau=0.1), torch.optim.Adam(model.parameters(), lr=0.01))
 
         def run(name: str) -> float:
             model, loss, opt = setups[name]
             t0 = time.perf_counter()
             for rows, neg in zip(rows_list, negs):
-                opt.zero_grad(set_to_none=True)
-                batch = model.training_batch(rows, lambda users, neg=neg: neg)
-                value = loss(batch)
-                extra = model.extra_loss(batch.users, batch.items)
-                (value if extra is None else value + extra).backward()
-                opt.step()
+                optimise(model, loss, opt, rows, negatives=neg)
             return (time.perf_counter() - t0) / len(rows_list)
 
         for name in setups:
             run(name)
         times = {name: statistics.median(run(name) for _ in range(args.rounds)) for name in setups}
         steps_per_epoch = len(dm.train_dataloader())
-        print(f"\n{args.dataset}: {dm.splits.n_users} users x {dm.splits.n_items} items, {steps_per_epoch} batches/epoch")
+        print(f"\n{args.dataset}: {dm.splits.n_users} users x {dm.splits.n_items} items, "
+              f"{steps_per_epoch} batches/epoch")
         print("| backbone | ms / step | relative to MF | projected epoch (s) |\n|---|---|---|---|")
         for name, t in times.items():
             print(f"| {name} | {1000 * t:.0f} | {t / times['mf']:.2f}x | {t * steps_per_epoch:.0f} |")
@@ -81,18 +78,20 @@ def main() -> None:
         # a sequence data set of the same size, good for timing only
         gen = torch.Generator().manual_seed(0)
         seq_data.train_timestamps = torch.randperm(seq_data.train.shape[0], generator=gen).double()
-        seq_data.test_timestamps = seq_data.train.shape[0] + torch.randperm(seq_data.test.shape[0], generator=gen).double()
+        order = torch.randperm(seq_data.test.shape[0], generator=gen).double()
+        seq_data.test_timestamps = seq_data.train.shape[0] + order
         note = " (no timestamps in this data set: random order, timing only)"
     seq_dm = instantiate(cfg.task).datamodule(seq_data, seed=0)
     model = instantiate(cfg.model, n_users=seq_dm.splits.n_users, n_items=seq_dm.splits.n_items)
-    module = CFModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seq_dm, seed=0)
+    module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed=0)
     trainer = L.Trainer(max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
                         use_distributed_sampler=False, num_sanity_val_steps=0)
     t0 = time.perf_counter()
     trainer.fit(module, datamodule=seq_dm)
     print(f"\nSASRec, one epoch on {args.seq_dataset} ({seq_dm.splits.n_users} users, "
-          f"{len(seq_dm.train_dataloader())} batches of {seq_dm.batch_size} users){note}: {time.perf_counter() - t0:.1f} s")
+          f"{len(seq_dm.train_dataloader())} batches of {seq_dm.batch_size} users){note}: "
+          f"{time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":

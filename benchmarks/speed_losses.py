@@ -2,10 +2,10 @@
 
 Electronic (default), MF, N = 1000 negatives (LambdaLoss@K: its configured N = 1 with
 exact full-catalogue ranks, as in the paper; also its sampled-rank variant with N = 1000).
-Each step: score, loss, backward, Adam step, and the loss's after-step hook (SL@K's beta
-refresh). SL@K is timed in a refresh epoch and in a plain one; its per-epoch average
-follows the T_beta schedule. Losses are timed round-robin and the median kept, so a
-busy machine slows all of them alike.
+Each step is :func:`bench.step.optimise` (score, loss, backward, Adam step, and the loss's
+after-step hook, e.g. SL@K's beta refresh) on pre-sampled negatives. SL@K is timed in a
+refresh epoch and in a plain one; its per-epoch average follows the T_beta schedule.
+Losses are timed round-robin and the median kept, so a busy machine slows all of them alike.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/speed_losses.py [--dataset electronic] [--steps 10] [--rounds 3]
 
@@ -23,11 +23,11 @@ import lightning as L
 import torch
 
 from bench.datasets import IRBenchmark, split_validation
-from bench.losses import LossBatch, TrainData
 from bench.losses import build as build_loss
 from bench.models import MF
 from bench.sampling import negatives_generator
-from bench.tasks.cf import CFDataModule
+from bench.step import optimise
+from bench.tasks import RankingDataModule
 
 LOSSES = {
     "sl": {"tau": 0.2},
@@ -53,21 +53,18 @@ def main() -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
-    dm = CFDataModule(split_validation(data, 0.1, 0), seed=0)
+    dm = RankingDataModule(split_validation(data, 0.1, 0), seed=0)
     splits = dm.splits
-    train_data = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
-                           n_pairs=len(dm.train_pairs))
-    sampler = dm.train_dataloader().sampler
-    sampler.set_epoch(0)
+    loader = dm.train_dataloader()
+    loader.sampler.set_epoch(0)
     batches = []
-    for b, idx in enumerate(sampler):
+    for b, rows in enumerate(loader):
         if b == args.steps:
             break
-        rows = dm.train_dataloader().dataset[idx].to(device)
-        negs = dm.sampler.sample(rows[:, 0], 1000, negatives_generator(device, 0, 0, b))
-        batches.append((rows[:, 0], rows[:, 1], rows[:, 2], negs))
+        rows = rows.to(device)
+        batches.append((rows, dm.sampler.sample(rows[:, 0], 1000, negatives_generator(device, 0, 0, b))))
     print(f"{args.dataset}: {splits.n_users} users x {splits.n_items} items; {len(batches)} batches of "
-          f"{batches[0][0].numel()} pairs; device {device}, {torch.get_num_threads()} threads")
+          f"{batches[0][0].shape[0]} pairs; device {device}, {torch.get_num_threads()} threads")
 
     setups = {}
     for label, spec in LOSSES.items():
@@ -75,9 +72,10 @@ def main() -> None:
         name = spec.pop("name", label)
         refresh = spec.pop("refresh", None)
         L.seed_everything(0, verbose=False)
-        model = MF(splits.n_users, splits.n_items, score="dot" if name in ("bpr", "lambdalossk") else "cosine").to(device)
+        score = "dot" if name in ("bpr", "lambdalossk") else "cosine"
+        model = MF(splits.n_users, splits.n_items, score=score).to(device)
         loss = build_loss(name, **spec).to(device)
-        loss.bind(train_data)
+        loss.bind(dm.train_data)
         if refresh is not None:
             loss.on_train_epoch_start(19 if refresh else 0)  # t_beta = 20: epoch 19 refreshes
         setups[label] = (model, loss, torch.optim.Adam(model.parameters(), lr=0.01))
@@ -86,15 +84,8 @@ def main() -> None:
         model, loss, opt = setups[label]
         sync()
         t0 = time.perf_counter()
-        for users, items, pair_ids, negs in batches:
-            negs = negs[:, : loss.n_negatives]
-            opt.zero_grad(set_to_none=True)
-            pos, neg, full_scores = model.score_batch(users, items, negs, pair_ids)
-            batch = LossBatch(pos=pos, neg=neg, users=users, items=items, negatives=negs, pair_ids=pair_ids,
-                              full_scores=full_scores)
-            loss(batch).backward()
-            opt.step()
-            loss.after_step(batch, model)
+        for rows, negs in batches:
+            optimise(model, loss, opt, rows, negatives=negs[:, : loss.n_negatives])
         sync()
         return (time.perf_counter() - t0) / len(batches)
 
@@ -106,13 +97,13 @@ def main() -> None:
             times[label].append(run(label))
     median = {label: statistics.median(v) for label, v in times.items()}
     base = median["sl"]
-    print(f"\n| loss | ms / step | relative to SL |\n|---|---|---|")
+    print("\n| loss | ms / step | relative to SL |\n|---|---|---|")
     for label, t in median.items():
         print(f"| {label} | {1000 * t:.1f} | {t / base:.2f}x |")
     t_beta = 20
     avg = (median["slk (refresh epoch)"] + (t_beta - 1) * median["slk (plain epoch)"]) / t_beta
     print(f"| slk, epoch average with t_beta={t_beta} | {1000 * avg:.1f} | {avg / base:.2f}x (target <= 1.1x) |")
-    print(f"paper (RTX 4090, Electronic): SL 7.19 s/epoch, SL@20 7.59 s (1.06x), LambdaLoss@20 434.54 s (60.4x)")
+    print("paper (RTX 4090, Electronic): SL 7.19 s/epoch, SL@20 7.59 s (1.06x), LambdaLoss@20 434.54 s (60.4x)")
 
 
 if __name__ == "__main__":
