@@ -8,16 +8,20 @@
 - ``fixed_scorer``, ``train_data``: a "model" with a fixed score matrix and the training
   data of given positives, for unit tests of losses and threshold estimators.
 - ``wandb_run_file``: the summary and run fields of an offline W&B run file.
+- ``crash_at``: a callback that kills a run at an epoch (SIGINT handling restored after).
+- ``sequences_file``: a small timestamped interaction file for sequential tests.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 from omegaconf import DictConfig
@@ -159,3 +163,41 @@ def read_wandb_offline_run(path: Path) -> dict:
             out["run"] = {"group": rec.run.run_group, "job_type": rec.run.job_type, "tags": list(rec.run.tags),
                           "name": rec.run.display_name}
     return out
+
+
+class CrashAt(L.Callback):
+    """Raise KeyboardInterrupt at the start of epoch ``at_epoch``: a kill, seen from inside the loop."""
+
+    def __init__(self, at_epoch: int) -> None:
+        self.at_epoch = at_epoch
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch == self.at_epoch:
+            raise KeyboardInterrupt
+
+
+@pytest.fixture
+def crash_at():
+    """``crash_at(epoch)``: a :class:`CrashAt` callback. Lightning's graceful shutdown after a
+    KeyboardInterrupt ignores SIGINT from then on; the handler is restored after the test."""
+    handler = signal.getsignal(signal.SIGINT)
+    yield CrashAt
+    signal.signal(signal.SIGINT, handler)
+
+
+@pytest.fixture
+def sequences_file() -> Callable[..., Path]:
+    """``sequences_file(path, n_users=40, n_items=30, length=12, seed=0)``: a TSV with header
+    ``user item time`` of random histories (string ids, increasing times), written to ``path``."""
+
+    def write(path: Path, n_users: int = 40, n_items: int = 30, length: int = 12, seed: int = 0) -> Path:
+        gen = torch.Generator().manual_seed(seed)
+        rows = ["user\titem\ttime"]
+        for u in range(n_users):
+            items = torch.randperm(n_items, generator=gen)[:length].tolist()
+            times = sorted(torch.randint(0, 10_000, (length,), generator=gen).tolist())
+            rows += [f"u{u}\ti{i}\t{t}" for i, t in zip(items, times)]
+        path.write_text("\n".join(rows) + "\n")
+        return path
+
+    return write

@@ -1,32 +1,13 @@
 """The command line: a seed sweep with its summary, a failed job, one-line errors, W&B offline, resume."""
 
 import json
-import signal
 
-import lightning as L
 import pandas as pd
 import pytest
 
 from bench.app import multirun_flag_first
 from bench.loggers import run_variant
 from bench.run import train_and_test
-
-
-class _Crash(L.Callback):
-    def __init__(self, at_epoch):
-        self.at_epoch = at_epoch
-
-    def on_train_epoch_start(self, trainer, pl_module):
-        if trainer.current_epoch == self.at_epoch:
-            raise KeyboardInterrupt  # what a kill looks like from inside the loop
-
-
-@pytest.fixture
-def restore_sigint():
-    """Lightning's graceful shutdown after a KeyboardInterrupt ignores SIGINT from then on; restore it."""
-    handler = signal.getsignal(signal.SIGINT)
-    yield
-    signal.signal(signal.SIGINT, handler)
 
 
 @pytest.fixture
@@ -93,11 +74,11 @@ def test_default_run_prints_metrics_and_where_results_went_and_wandb_stays_offli
 
 
 @pytest.mark.slow
-def test_resume_command_continues_a_killed_run(tmp_path, tiny, make_cfg, run_cli, restore_sigint):
+def test_resume_command_continues_a_killed_run(tmp_path, tiny, make_cfg, run_cli, crash_at):
     overrides = [*tiny, "trainer.max_epochs=4", "trainer.check_val_every_n_epoch=2", "logger=csv"]
     full = train_and_test(make_cfg(overrides, tmp_path / "full"))
     with pytest.raises((KeyboardInterrupt, SystemExit)):  # Lightning exits after a graceful shutdown
-        train_and_test(make_cfg(overrides, tmp_path / "killed"), extra_callbacks=[_Crash(3)])
+        train_and_test(make_cfg(overrides, tmp_path / "killed"), extra_callbacks=[crash_at(3)])
     proc = run_cli([f"resume={tmp_path / 'killed'}", "hydra.run.dir=resume-log"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = json.loads((tmp_path / "killed" / "results.json").read_text())

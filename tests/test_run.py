@@ -1,10 +1,8 @@
 """End to end through the Python API: results, reproducibility, resume, learning, failures."""
 
 import math
-import signal
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import pytest
 import torch
@@ -65,31 +63,14 @@ def test_same_seed_same_metrics_different_seed_different(tmp_path, tiny, make_cf
     assert a.test != c.test
 
 
-class _Crash(L.Callback):
-    def __init__(self, at_epoch):
-        self.at_epoch = at_epoch
-
-    def on_train_epoch_start(self, trainer, pl_module):
-        if trainer.current_epoch == self.at_epoch:
-            raise KeyboardInterrupt  # what a kill looks like from inside the loop
-
-
-@pytest.fixture
-def restore_sigint():
-    """Lightning's graceful shutdown after a KeyboardInterrupt ignores SIGINT from then on; restore it."""
-    handler = signal.getsignal(signal.SIGINT)
-    yield
-    signal.signal(signal.SIGINT, handler)
-
-
 @pytest.mark.parametrize("loss", ["sl", "slk", "songk"])  # slk and songk carry state in buffers
-def test_killed_run_resumes_to_the_same_results(loss, tmp_path, tiny, make_cfg, restore_sigint):
+def test_killed_run_resumes_to_the_same_results(loss, tmp_path, tiny, make_cfg, crash_at):
     extra = ["loss.t_beta=2", "loss.diagnostics_users=16"] if loss == "slk" else []
     overrides = [*tiny, f"loss={loss}", *extra, "trainer.max_epochs=5", "trainer.check_val_every_n_epoch=2"]
     full = train_and_test(make_cfg(overrides, tmp_path / "full"))
     cfg = make_cfg(overrides, tmp_path / "killed")
     with pytest.raises((KeyboardInterrupt, SystemExit)):  # Lightning exits after a graceful shutdown
-        train_and_test(cfg, extra_callbacks=[_Crash(3)])
+        train_and_test(cfg, extra_callbacks=[crash_at(3)])
     assert read_json(tmp_path / "killed" / "results.json")["status"] == "running"
     resumed = train_and_test(cfg, resume_checkpoint=tmp_path / "killed" / "checkpoints" / "last.ckpt")
     assert resumed.test == full.test

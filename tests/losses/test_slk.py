@@ -67,21 +67,10 @@ def test_slk_refreshes_beta_on_schedule_and_equals_sl_when_k_exceeds_the_catalog
     assert got.item() == pytest.approx(build("sl", tau=0.2)(LossBatch(pos=pos, neg=neg)).item())  # weight 1
 
 
-def _write_sequences(path, n_users=40, n_items=30, length=12, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    rows = ["user\titem\ttime"]
-    for u in range(n_users):
-        items = torch.randperm(n_items, generator=gen)[:length].tolist()
-        times = sorted(torch.randint(0, 10_000, (length,), generator=gen).tolist())
-        rows += [f"u{u}\ti{i}\t{t}" for i, t in zip(items, times)]
-    path.write_text("\n".join(rows) + "\n")
-    return path
-
-
-def test_slk_on_sequences_takes_each_query_s_exact_threshold(tmp_path, make_cfg):
+def test_slk_on_sequences_takes_each_query_s_exact_threshold(tmp_path, make_cfg, sequences_file):
     """SASRec rows are history prefixes: beta must be the K-th score of the prefix's own
     scores, not of the user's full-history state."""
-    f = _write_sequences(tmp_path / "seq.tsv")
+    f = sequences_file(tmp_path / "seq.tsv")
     cfg = make_cfg(["task=seq", "model=sasrec", "loss=slk", "dataset=custom", f"dataset.path={f}",
                     "dataset.k_core=1", "model.max_len=8"], tmp_path)
     splits, seqs = leave_one_out(instantiate(cfg.dataset).load())

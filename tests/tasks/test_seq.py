@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-import torch
 
 from bench.app import CONFIG_DIR
 from bench.datasets import CustomFile
@@ -11,17 +10,6 @@ from bench.run import train_and_test
 from bench.tasks import SeqTask
 
 LOSSES = sorted(p.stem for p in (Path(CONFIG_DIR) / "loss").glob("*.yaml"))
-
-
-def _write_sequences(path, n_users=40, n_items=30, length=12, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    rows = ["user\titem\ttime"]
-    for u in range(n_users):
-        items = torch.randperm(n_items, generator=gen)[:length].tolist()
-        times = sorted(torch.randint(0, 10_000, (length,), generator=gen).tolist())
-        rows += [f"u{u}\ti{i}\t{t}" for i, t in zip(items, times)]
-    path.write_text("\n".join(rows) + "\n")
-    return path
 
 
 def test_training_rows_are_users_with_a_next_item_and_pairs_are_sequence_positions(tmp_path):
@@ -37,8 +25,8 @@ def test_training_rows_are_users_with_a_next_item_and_pairs_are_sequence_positio
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", LOSSES)
-def test_sasrec_trains_with_every_loss(loss, tmp_path, make_cfg):
-    f = _write_sequences(tmp_path / "seq.tsv")
+def test_sasrec_trains_with_every_loss(loss, tmp_path, make_cfg, sequences_file):
+    f = sequences_file(tmp_path / "seq.tsv")
     cfg = make_cfg(["task=seq", "model=sasrec", f"loss={loss}", "dataset=custom", f"dataset.path={f}",
                     "dataset.k_core=1", "trainer.max_epochs=1", "trainer.accelerator=cpu", "loss.n_negatives=20",
                     "task.users_per_batch=16", "model.max_len=8", "logger=none"], tmp_path)
