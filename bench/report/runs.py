@@ -152,9 +152,9 @@ def _timestamp(value: Any) -> float:
 def _wandb_per_user(run: Any) -> Callable[[], PerUser | None]:
     def load() -> PerUser | None:
         try:
-            tmp = tempfile.mkdtemp(prefix="bench-report-")
-            run.file(PER_USER_FILE).download(root=tmp, replace=True)
-            return read_per_user(Path(tmp) / PER_USER_FILE)
+            with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:  # read, then removed
+                run.file(PER_USER_FILE).download(root=tmp, replace=True)
+                return read_per_user(Path(tmp) / PER_USER_FILE)
         except Exception as exc:
             log.info("%s: no per-user file (%s)", run.id, exc)
             return None
