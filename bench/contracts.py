@@ -129,6 +129,13 @@ class Queries:
         """(P, M) item ids -> (P, M) scores with gradient (see :func:`score_candidates`)."""
         return score_candidates(self.vectors, self.item_emb, items, self.cosine)
 
+    def score_shared(self, items: Tensor) -> Tensor:
+        """(M,) item ids shared by every query -> (P, M) scores with gradient: one (P, d) x (d, M)
+        matmul over the M item rows, whatever the catalogue size."""
+        rows = self.item_emb[items]
+        rows = F.normalize(rows, dim=-1) if self.cosine else rows
+        return self.vectors @ rows.T
+
     @torch.no_grad()
     def full_rows(self, rows: Tensor) -> Tensor:
         """(r,) row indices into this batch -> (r, n_items) scores of every item for those
@@ -153,6 +160,9 @@ class LossBatch:
         pair_ids: (P,) index of each pair among the training pairs (for per-pair state).
         full_scores: (r,) row indices of this batch -> (r, n_items) scores of every item
             for those rows' queries, without gradient (exact ranks, per-query thresholds).
+        neg_valid: (P, N) bool, False where a negative column is one of the row's own training
+            positives (shared negatives: one draw for the whole batch; its scores there are
+            -inf); None when every column is a true negative (per-pair negatives).
         scorer: the backbone, as far as a loss or an estimator may use it (the one way a
             loss reaches the model during training; it scores with the current weights,
             so after the optimiser step it sees the updated model).
@@ -166,6 +176,7 @@ class LossBatch:
     pair_ids: Tensor | None = None
     full_scores: Callable[[Tensor], Tensor] | None = None
     scorer: Scorer | None = None
+    neg_valid: Tensor | None = None
 
     def require(self, name: str) -> Any:
         """The field ``name``; a clear error when the batch was built without it (losses

@@ -142,7 +142,8 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
 
     splits = datamodule.splits
     model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
-    module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed)
+    module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
+                           negatives=str(cfg.train.get("negatives", "per_pair")))
 
     logger_cfg = cfg.get("logger")
     if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):

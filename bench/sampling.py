@@ -109,6 +109,16 @@ class UniformNegativeSampler:
             raise DataError(f"user {int(full[0])} has every item as a training positive; no negative can be drawn")
         self.train = train
 
+    def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu") -> Tensor:
+        """(n,) item ids drawn uniformly with replacement from the whole catalogue: one draw
+        that every row of a batch shares (rows mask their own positives, see
+        :meth:`is_positive`)."""
+        return torch.randint(0, self.train.n_items, (n,), generator=generator, device=device)
+
+    def is_positive(self, users: Tensor, items: Tensor) -> Tensor:
+        """(B, M) bool: is ``items[j]`` a training positive of ``users[b]``? users (B,), items (M,)."""
+        return self.train.on(users.device).dense_rows(users)[:, items]
+
     def sample(self, users: Tensor, n: int, generator: torch.Generator) -> Tensor:
         """(B, n) negative item ids for users (B,), drawn with ``generator``."""
         train = self.train.on(users.device)

@@ -4,9 +4,12 @@ A step turns a loader batch into the loss's inputs and the loss value:
 
 1. the backbone encodes the batch into training queries (:meth:`encode`; one propagation
    or one causal pass per step),
-2. negatives are drawn for the queries' users (or given),
+2. negatives are drawn for the queries' users (or given): ``per_pair``, N fresh negatives per
+   pair, uniform over the user's non-positives; or ``shared``, one uniform draw of N items for
+   the whole batch, each row's own training positives in it masked out of its denominator,
 3. positives and negatives are scored (:meth:`bench.contracts.Queries.score`, the one place
-   that chooses between gathering item rows and a full matmul),
+   that chooses between gathering item rows and a full matmul; shared negatives are one
+   (P, d) x (d, N) matmul, :meth:`~bench.contracts.Queries.score_shared`),
 4. the :class:`~bench.contracts.LossBatch` is built and the loss called, plus any term
    the backbone adds (XSimGCL's contrastive loss).
 
@@ -28,6 +31,9 @@ from torch import Tensor
 
 from bench.contracts import LossBatch
 from bench.distributed import sync_rows
+from bench.errors import ConfigError
+
+NEGATIVE_MODES = ("per_pair", "shared")
 
 if TYPE_CHECKING:
     from bench.losses.base import RecLoss
@@ -59,27 +65,43 @@ class StepOutput:
 
 def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
                sampler: UniformNegativeSampler | None = None, generator: torch.Generator | None = None,
-               negatives: Tensor | None = None) -> StepOutput:
+               negatives: Tensor | None = None, mode: str = "per_pair") -> StepOutput:
     """Forward part of one training step.
 
     Args:
         model: the backbone.
         loss: the loss (its ``n_negatives`` sets N).
         rows: (B, 3) loader rows (user, positive item, pair id); sequential tasks: users.
-        sampler, generator: draw N negatives per query (uniform over non-positives) ...
-        negatives: ... or these (P, N) item ids, e.g. pre-sampled by a benchmark.
+        sampler, generator: draw the negatives ...
+        negatives: ... or use these (P, N) item ids (per-pair), e.g. pre-sampled by a benchmark.
+        mode: "per_pair" (N fresh negatives per pair) or "shared" (one draw of N items for the
+            batch; losses that keep one negative per pair, ``loss.shares_negatives = False``
+            such as BPR, stay per-pair).
     Returns:
         the :class:`StepOutput`; call ``output.loss.backward()``, step the optimiser,
         then :func:`after_update`.
     """
+    if mode not in NEGATIVE_MODES:
+        raise ConfigError(f"unknown train.negatives '{mode}'; use {' or '.join(NEGATIVE_MODES)}")
     queries = model.encode(rows)
+    valid = None
     if negatives is None:
         if sampler is None or generator is None:
             raise ValueError("train_step needs negatives, or a sampler and a generator to draw them")
-        negatives = sampler.sample(queries.users, loss.n_negatives, generator)
-    scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
-    batch = LossBatch(pos=scores[:, 0], neg=scores[:, 1:], users=queries.users, items=queries.items,
-                      negatives=negatives, pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model)
+        if mode == "shared" and loss.shares_negatives:
+            draw = sampler.sample_shared(loss.n_negatives, generator, queries.users.device)
+            valid = ~sampler.is_positive(queries.users, draw)
+            negatives = draw.expand(queries.users.numel(), -1)
+        else:
+            negatives = sampler.sample(queries.users, loss.n_negatives, generator)
+    if valid is not None:  # a shared draw: one matmul over its N rows; a row's own positives masked
+        pos = queries.score(queries.items.unsqueeze(1)).squeeze(1)
+        neg = queries.score_shared(negatives[0]).masked_fill(~valid, float("-inf"))
+    else:
+        scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
+        pos, neg = scores[:, 0], scores[:, 1:]
+    batch = LossBatch(pos=pos, neg=neg, users=queries.users, items=queries.items, negatives=negatives,
+                      pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model, neg_valid=valid)
     value = loss(batch)
     extra = model.extra_loss(queries.users, queries.items)
     total = value if extra is None else value + extra
@@ -96,11 +118,11 @@ def after_update(loss: RecLoss, output: StepOutput) -> None:
 
 def optimise(model: EmbeddingModel, loss: RecLoss, optimizer: torch.optim.Optimizer, rows: Tensor, *,
              sampler: UniformNegativeSampler | None = None, generator: torch.Generator | None = None,
-             negatives: Tensor | None = None) -> StepOutput:
+             negatives: Tensor | None = None, mode: str = "per_pair") -> StepOutput:
     """A whole step outside Lightning: zero the gradients, :func:`train_step`, backward,
     optimiser step, :func:`after_update`."""
     optimizer.zero_grad(set_to_none=True)
-    output = train_step(model, loss, rows, sampler=sampler, generator=generator, negatives=negatives)
+    output = train_step(model, loss, rows, sampler=sampler, generator=generator, negatives=negatives, mode=mode)
     output.loss.backward()
     optimizer.step()
     after_update(loss, output)

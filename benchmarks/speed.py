@@ -1,8 +1,9 @@
 """Pipeline overhead on a real data set (default Gowalla, MF + SL, N = 1000).
 
-(a) training: the Lightning pipeline (seeded batches, negative sampling, loss, Adam) over
-    B batches vs the bare forward/backward/step of the same batches on pre-sampled
-    tensors; target: ratio <= 1.5.
+(a) training, per negative mode (``--modes per_pair shared``): the Lightning pipeline
+    (seeded batches, negative sampling, the shared step, Adam) over B batches vs the bare
+    forward/backward/step of the same batches on pre-drawn tensors; target: ratio <= 1.5;
+    and the shared-mode step against the per-pair one.
 (b) evaluation (run first, on the initial model): full-ranking test evaluation of all
     users (chunked scoring, -inf masks, tie-exact top-K, all metrics) vs the bare score
     matmul + torch.topk of the same chunks; target: ratio <= 1.5. Peak memory of
@@ -55,13 +56,18 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=100, help="training batches to time (0 = one full epoch)")
     parser.add_argument("--negatives", type=int, default=1000)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--modes", nargs="+", default=["per_pair", "shared"], choices=["per_pair", "shared"],
+                        help="train.negatives modes to time")
     args = parser.parse_args()
     device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    results: dict[str, float] = {}
     print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
 
     data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
     dm = RankingDataModule(split_validation(data, 0.1, 0), seed=0)
-    n_batches = len(dm.train_dataloader()) if args.batches <= 0 else min(args.batches, len(dm.train_dataloader()))
+    n_epoch = len(dm.train_dataloader())
+    n_batches = n_epoch if args.batches <= 0 else min(args.batches, n_epoch)
     print(f"{args.dataset}: {dm.splits.n_users} users x {dm.splits.n_items} items, "
           f"{dm.splits.train.nnz} training pairs; timing {n_batches} batches of 1024 x {args.negatives} negatives")
 
@@ -106,57 +112,67 @@ def main() -> None:
         print(f"    peak RSS growth during evaluation {peak:.0f} MiB (process before: {rss_before:.0f} MiB; "
               f"one chunk's score matrix = {ev.chunk_size * ev.n_items * 4 / 2**20:.0f} MiB)")
 
-    # (a) bare: the same batches and negatives, sampled beforehand, and the step written out by
-    # hand (cosine MF + SL: one matmul, a gather, the loss), the floor the pipeline is held to
-    sampler = dm.train_dataloader().sampler
-    sampler.set_epoch(0)
-    batches = []
-    for b, idx in enumerate(sampler):
-        if b == n_batches:
-            break
-        pairs = dm.train_rows[idx].to(device)
-        negs = dm.sampler.sample(pairs[:, 0], args.negatives, negatives_generator(device, 0, 0, b))
-        batches.append((pairs[:, 0], pairs[:, 1], negs))
+    # (a) training, per mode: the pipeline (Lightning, seeded batches, sampling, the shared step)
+    # against the same step written out by hand on the same pre-drawn batches (cosine MF + SL):
+    # the floor the pipeline is held to
+    for mode in args.modes:
+        loader = dm.train_dataloader()
+        loader.sampler.set_epoch(0)
+        batches = []
+        for b, rows in enumerate(loader):
+            if b == n_batches:
+                break
+            rows = rows.to(device)
+            gen = negatives_generator(device, 0, 0, b)
+            if mode == "shared":
+                draw = dm.sampler.sample_shared(args.negatives, gen, device)
+                batches.append((rows[:, 0], rows[:, 1], draw, ~dm.sampler.is_positive(rows[:, 0], draw)))
+            else:
+                batches.append((rows[:, 0], rows[:, 1], dm.sampler.sample(rows[:, 0], args.negatives, gen), None))
 
-    def bare() -> float:
+        def bare(batches: list = batches) -> float:
+            model, loss = fresh()
+            model = model.to(device)
+            opt = torch.optim.Adam(model.parameters(), lr=0.1)
+            sync()
+            t0 = time.perf_counter()
+            for users, items, negs, valid in batches:
+                opt.zero_grad(set_to_none=True)
+                user_emb, item_emb = model.embeddings()
+                u = F.normalize(user_emb[users], dim=1)
+                if valid is None:  # per pair: the full (B, I) matmul, then a gather
+                    scores = (u @ F.normalize(item_emb, dim=1).T).gather(1, torch.cat([items[:, None], negs], 1))
+                    pos, neg = scores[:, 0], scores[:, 1:]
+                else:  # shared: (B, d) x (d, N) over the draw's rows only
+                    pos = (u * F.normalize(item_emb[items], dim=1)).sum(1)
+                    neg = (u @ F.normalize(item_emb[negs], dim=1).T).masked_fill(~valid, float("-inf"))
+                loss(LossBatch(pos=pos, neg=neg, users=users, neg_valid=valid)).backward()
+                opt.step()
+            sync()
+            return time.perf_counter() - t0
+
+        t_bare_before = bare()
         model, loss = fresh()
-        model = model.to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=0.1)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        module = RankingModule(model, loss, lambda p: torch.optim.Adam(p, lr=0.1), seed=0, negatives=mode)
+        trainer = L.Trainer(max_epochs=1, limit_train_batches=n_batches, limit_val_batches=0, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
+                            use_distributed_sampler=False, num_sanity_val_steps=0)
         t0 = time.perf_counter()
-        for users, items, negs in batches:
-            opt.zero_grad(set_to_none=True)
-            user_emb, item_emb = model.embeddings()
-            u, table = F.normalize(user_emb[users], dim=1), F.normalize(item_emb, dim=1)
-            scores = (u @ table.T).gather(1, torch.cat([items[:, None], negs], 1))
-            loss(LossBatch(pos=scores[:, 0], neg=scores[:, 1:], users=users)).backward()
-            opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
-
-    t_bare_before = bare()
-
-    # (a) pipeline ---------------------------------------------------------------------
-    model, loss = fresh()
-    module = RankingModule(model, loss, lambda p: torch.optim.Adam(p, lr=0.1), seed=0)
-    trainer = L.Trainer(max_epochs=1, limit_train_batches=n_batches, limit_val_batches=0, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
-                        use_distributed_sampler=False, num_sanity_val_steps=0)
-    t0 = time.perf_counter()
-    trainer.fit(module, datamodule=dm)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    t_pipeline = time.perf_counter() - t0
-
-    # timed on both sides of the pipeline run, the faster kept: order effects (allocator,
-    # clocks) are then not charged to either side
-    t_bare = min(t_bare_before, bare())
-    print(f"(a) training, {n_batches} batches: pipeline {t_pipeline:.2f} s "
-          f"({1000 * t_pipeline / n_batches:.1f} ms/batch), bare {t_bare:.2f} s ({1000 * t_bare / n_batches:.1f} "
-          f"ms/batch), ratio {t_pipeline / t_bare:.2f} (target <= 1.5)")
+        trainer.fit(module, datamodule=dm)
+        sync()
+        t_pipeline = time.perf_counter() - t0
+        # timed on both sides of the pipeline run, the faster kept: order effects (allocator,
+        # clocks) are then not charged to either side
+        t_bare = min(t_bare_before, bare())
+        results[mode] = t_pipeline / n_batches
+        print(f"(a) training, {mode}, {n_batches} batches: pipeline {t_pipeline:.2f} s "
+              f"({1000 * t_pipeline / n_batches:.1f} ms/batch), bare {t_bare:.2f} s "
+              f"({1000 * t_bare / n_batches:.1f} ms/batch), ratio {t_pipeline / t_bare:.2f} (target <= 1.5); "
+              f"an epoch of {n_epoch} batches ≈ {n_epoch * t_pipeline / n_batches:.0f} s")
+    if len(results) == 2:
+        print(f"shared / per-pair pipeline step: {results['shared'] / results['per_pair']:.3f} "
+              f"({1 / (results['shared'] / results['per_pair']):.1f}x faster)")
 
 
 if __name__ == "__main__":

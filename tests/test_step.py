@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from bench.contracts import GATHER_COST_IN_MACS, prefer_full_rows, score_candidates
+from bench.errors import ConfigError
 from bench.losses import build as build_loss
+from bench.losses.base import logsumexp_negatives, mean_over_negatives, row_mean
 from bench.models import MF, XSimGCL
+from bench.run import train_and_test
 from bench.sampling import UniformNegativeSampler, make_generator
 from bench.step import after_update, optimise, train_step
 
@@ -100,3 +105,62 @@ def test_after_update_refreshes_slk_thresholds_with_the_updated_model(data):
     after_update(loss, out)  # the hook alone does the same
     assert torch.allclose(loss.beta[users], exact)
     assert [t.data_ptr() for t, _ in loss.synced_rows(out.batch)] == [loss.beta.data_ptr()]
+
+
+# shared negatives ---------------------------------------------------------------------
+def test_shared_negatives_are_one_draw_with_each_row_s_own_positives_masked(data):
+    torch.manual_seed(0)
+    model, loss = MF(30, 40, dim=8), build_loss("sl", tau=0.5, n_negatives=60)
+    rows = _rows(data)
+    sampler = UniformNegativeSampler(data.train)
+    out = train_step(model, loss, rows, sampler=sampler, generator=make_generator("cpu", 0, 0, 0, 2), mode="shared")
+    batch = out.batch
+    draw = sampler.sample_shared(60, make_generator("cpu", 0, 0, 0, 2))
+    assert torch.equal(batch.negatives, draw.expand(24, -1))  # one draw, every row
+    positives = data.train.dense_rows(rows[:, 0])
+    assert torch.equal(batch.neg_valid, ~positives[:, draw])
+    assert (~batch.neg_valid).any()  # the draw does hit positives (5 of 40 items per user)
+    for r in range(24):  # a row's own positive, wherever it sits in the draw, is never its negative
+        assert not batch.neg_valid[r, draw == rows[r, 1]].any()
+    full = model.score_users(rows[:, 0]).detach()
+    assert torch.allclose(batch.pos, full.gather(1, rows[:, 1:2]).squeeze(1), atol=1e-6)
+    want = torch.where(batch.neg_valid, full[:, draw], torch.full_like(full[:, draw], float("-inf")))
+    assert torch.equal(torch.isinf(batch.neg), torch.isinf(want))
+    assert torch.allclose(batch.neg[batch.neg_valid], want[batch.neg_valid], atol=1e-6)
+    # SL over each row's valid columns only
+    terms = [torch.logsumexp((full[r, draw][batch.neg_valid[r]] - batch.pos[r]) / 0.5, 0) for r in range(24)]
+    assert out.loss.item() == pytest.approx(torch.stack(terms).mean().item(), rel=1e-5)
+    out.loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_bpr_keeps_per_pair_negatives_in_shared_mode(data):
+    model, loss = MF(30, 40, dim=8), build_loss("bpr", n_negatives=1)
+    out = train_step(model, loss, _rows(data), sampler=UniformNegativeSampler(data.train),
+                     generator=make_generator("cpu", 0, 0, 0, 2), mode="shared")
+    assert out.batch.neg_valid is None and out.batch.negatives.shape == (24, 1)
+    assert out.batch.negatives.unique().numel() > 1  # not one negative for the whole batch
+    with pytest.raises(ConfigError, match="unknown train.negatives 'both'; use per_pair or shared"):
+        train_step(model, loss, _rows(data), negatives=torch.zeros(24, 1, dtype=torch.long), mode="both")
+
+
+def test_masked_reductions_skip_masked_columns_and_empty_rows():
+    x = torch.tensor([[1.0, 2.0, float("-inf")], [float("-inf")] * 3], requires_grad=True)
+    valid = torch.tensor([[True, True, False], [False, False, False]])
+    out = logsumexp_negatives(x, valid)
+    assert out.tolist() == pytest.approx([math.log(math.exp(1) + math.exp(2)), 0.0])
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all() and x.grad[1].abs().sum() == 0  # an empty row gives no gradient
+    y = torch.tensor([[1.0, 3.0, 100.0], [5.0, 7.0, 9.0]])
+    assert row_mean(y, valid).tolist() == [2.0, 0.0] and row_mean(y, None).tolist() == pytest.approx([104 / 3, 7.0])
+    assert mean_over_negatives(y, valid).item() == 2.0 and mean_over_negatives(y, None).item() == pytest.approx(125 / 6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["sl", "bsl", "psl", "slk", "lambdalossk", "songk", "bpr"])
+def test_every_loss_trains_with_shared_negatives(loss, tiny, make_cfg, tmp_path):
+    extra = ["loss.t_beta=1"] if loss == "slk" else ["loss.ranks=sampled", "loss.n_negatives=50"] \
+        if loss == "lambdalossk" else []
+    res = train_and_test(make_cfg([*tiny, "train.negatives=shared", f"loss={loss}", "logger=none", *extra], tmp_path))
+    assert res.status == "completed" and 0 < res.test["ndcg@20"] <= 1
+    assert res.config["train"]["negatives"] == "shared"

@@ -8,10 +8,40 @@ ranks, a threshold estimate) use the batch's ``users``, ``full_scores`` and ``sc
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
 from bench.errors import ConfigError
+
+
+def logsumexp_negatives(x: Tensor, valid: Tensor | None) -> Tensor:
+    """(P,) log-sum-exp of each row of ``x`` (P, M) over its valid columns.
+
+    Masked columns must already hold -inf (shared negatives do); a row with no valid column
+    (every drawn item is one of its positives) gives 0 and no gradient instead of -inf/NaN.
+    """
+    if valid is None:
+        return torch.logsumexp(x, dim=1)
+    empty = ~valid.any(1)
+    if not bool(empty.any()):
+        return torch.logsumexp(x, dim=1)
+    return torch.logsumexp(x.masked_fill(empty[:, None], 0.0), dim=1).masked_fill(empty, 0.0)
+
+
+def mean_over_negatives(x: Tensor, valid: Tensor | None) -> Tensor:
+    """Scalar mean of ``x`` (P, N) over the valid (row, negative) entries; all of them when
+    ``valid`` is None."""
+    if valid is None:
+        return x.mean()
+    return torch.where(valid, x, torch.zeros_like(x)).sum() / valid.sum().clamp(min=1)
+
+
+def row_mean(x: Tensor, valid: Tensor | None) -> Tensor:
+    """(P,) mean of each row of ``x`` (P, M) over its valid columns (all when ``valid`` is None)."""
+    if valid is None:
+        return x.mean(1)
+    return torch.where(valid, x, torch.zeros_like(x)).sum(1) / valid.sum(1).clamp(min=1)
 
 
 class RecLoss(nn.Module):
@@ -19,7 +49,15 @@ class RecLoss(nn.Module):
 
     Args:
         n_negatives: negatives sampled per (u, i) pair for this loss.
+
+    Attributes:
+        shares_negatives: with ``train.negatives=shared``, whether the loss takes the batch's
+            one shared draw (scores ``neg`` (P, N) with ``batch.neg_valid`` marking each row's
+            own positives, scored -inf); False keeps per-pair negatives (a loss with one
+            negative per pair, such as BPR, would otherwise give every row the same one).
     """
+
+    shares_negatives: bool = True
 
     def __init__(self, n_negatives: int = 1000) -> None:
         super().__init__()

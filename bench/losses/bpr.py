@@ -23,7 +23,14 @@ def bpr_loss(pos: Tensor, neg: Tensor) -> Tensor:
 
 @LOSSES.register("bpr")
 class BPR(RecLoss):
-    """Bayesian personalised ranking, one sampled negative per pair by default (dot scores)."""
+    """Bayesian personalised ranking, one sampled negative per pair by default (dot scores).
+
+    Always per-pair negatives (``shares_negatives = False``): with one negative per pair, a
+    shared draw would give every row of a batch the same negative, and the per-pair step is
+    already a cheap (B, 1 + N) gather.
+    """
+
+    shares_negatives = False
 
     def __init__(self, n_negatives: int = 1) -> None:
         super().__init__(n_negatives=n_negatives)

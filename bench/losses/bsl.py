@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, logsumexp_negatives
 
 
-def bsl_loss(pos: Tensor, neg: Tensor, tau1: float, tau2: float) -> Tensor:
+def bsl_loss(pos: Tensor, neg: Tensor, tau1: float, tau2: float, valid: Tensor | None = None) -> Tensor:
     r"""BSL per pair, averaged:
     :math:`-s_{ui}/\tau_1 + (\tau_2/\tau_1) \log \sum_{j \in N} e^{s_{uj}/\tau_2}`.
 
@@ -20,10 +19,11 @@ def bsl_loss(pos: Tensor, neg: Tensor, tau1: float, tau2: float) -> Tensor:
 
     Args:
         pos: (B,) scores; neg: (B, N) scores; tau1, tau2: temperatures (> 0).
+        valid: (B, N) true negatives of a shared draw (the others hold -inf), or None.
     Returns:
         scalar.
     """
-    return (-pos / tau1 + (tau2 / tau1) * torch.logsumexp(neg / tau2, dim=1)).mean()
+    return (-pos / tau1 + (tau2 / tau1) * logsumexp_negatives(neg / tau2, valid)).mean()
 
 
 @LOSSES.register("bsl")
@@ -37,4 +37,4 @@ class BilateralSoftmaxLoss(RecLoss):
         self.tau1, self.tau2 = float(tau1), float(tau2)
 
     def forward(self, batch: LossBatch) -> Tensor:
-        return bsl_loss(batch.pos, batch.neg, self.tau1, self.tau2)
+        return bsl_loss(batch.pos, batch.neg, self.tau1, self.tau2, batch.neg_valid)

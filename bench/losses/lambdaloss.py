@@ -12,7 +12,7 @@ from bench.contracts import LossBatch, TrainData
 from bench.errors import ConfigError
 from bench.evaluation.metrics import ranks_within
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, mean_over_negatives
 
 VARIANTS = ("paper", "reference_code")
 RANKS = ("exact", "sampled")
@@ -102,4 +102,4 @@ class LambdaLossAtK(RecLoss):
                 n_items = self.n_items or (neg.shape[1] + 1)
                 rank_pos, rank_neg = sampled_ranks(pos.detach(), neg.detach(), n_items)
             weight = lambda_weights(rank_pos, rank_neg, self.k, self.variant)
-        return (weight * F.softplus(neg - pos.unsqueeze(1))).mean()
+        return mean_over_negatives(weight * F.softplus(neg - pos.unsqueeze(1)), batch.neg_valid)

@@ -11,7 +11,7 @@ from torch import Tensor
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, logsumexp_negatives
 
 _TINY = 1e-12
 
@@ -34,7 +34,8 @@ def _log_atan1(d: Tensor) -> Tensor:
 ACTIVATIONS = {"tanh": _log_tanh1, "relu": _log_relu1, "atan": _log_atan1}
 
 
-def psl_loss(pos: Tensor, neg: Tensor, tau_star: float, activation: str = "tanh", score_scale: float = 0.5) -> Tensor:
+def psl_loss(pos: Tensor, neg: Tensor, tau_star: float, activation: str = "tanh", score_scale: float = 0.5,
+             valid: Tensor | None = None) -> Tensor:
     r"""PSL per pair, averaged: :math:`\log \sum_{j \in N} \sigma(d_{uij})^{1/\tau^*}
     = \mathrm{logsumexp}_j(\log\sigma(d_{uij})/\tau^*)`, with :math:`d_{uij} = c\,(s_{uj} - s_{ui})`.
 
@@ -43,11 +44,15 @@ def psl_loss(pos: Tensor, neg: Tensor, tau_star: float, activation: str = "tanh"
         tau_star: temperature tau*.
         activation: sigma in {"tanh": tanh(d) + 1, "relu": relu(d + 1), "atan": atan(d) + 1}.
         score_scale: c; 0.5 turns cosines into the paper's half cosines (d in [-1, 1]).
+        valid: (B, N) true negatives of a shared draw, or None (all).
     Returns:
         scalar.
     """
     d = (neg - pos.unsqueeze(1)) * score_scale
-    return torch.logsumexp(ACTIVATIONS[activation](d) / tau_star, dim=1).mean()
+    terms = ACTIVATIONS[activation](d) / tau_star
+    if valid is not None:  # relu/atan clamp -inf to a tiny value: mask explicitly
+        terms = terms.masked_fill(~valid, float("-inf"))
+    return logsumexp_negatives(terms, valid).mean()
 
 
 @LOSSES.register("psl")
@@ -71,4 +76,4 @@ class PairwiseSoftmaxLoss(RecLoss):
         self.tau_star, self.activation, self.score_scale = float(tau_star), activation, float(score_scale)
 
     def forward(self, batch: LossBatch) -> Tensor:
-        return psl_loss(batch.pos, batch.neg, self.tau_star, self.activation, self.score_scale)
+        return psl_loss(batch.pos, batch.neg, self.tau_star, self.activation, self.score_scale, batch.neg_valid)

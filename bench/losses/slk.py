@@ -17,7 +17,8 @@ from bench.losses.softmax import softmax_terms
 from bench.thresholds import ThresholdEstimator, from_spec, kth_largest
 
 
-def slk_loss(pos: Tensor, neg: Tensor, beta: Tensor, tau_d: float, tau_w: float, self_term: bool = False) -> Tensor:
+def slk_loss(pos: Tensor, neg: Tensor, beta: Tensor, tau_d: float, tau_w: float, self_term: bool = False,
+             valid: Tensor | None = None) -> Tensor:
     r"""SL@K per pair, averaged:
     :math:`\sigma((s_{ui} - \beta_u^K)/\tau_w) \cdot \log \sum_{j \in N} e^{(s_{uj} - s_{ui})/\tau_d}`.
 
@@ -27,11 +28,12 @@ def slk_loss(pos: Tensor, neg: Tensor, beta: Tensor, tau_d: float, tau_w: float,
         pos: (B,) positive scores; neg: (B, N) negative scores; beta: (B,) thresholds (no grad).
         tau_d, tau_w: temperatures of the softmax term and of the weight.
         self_term: include the positive in the softmax normaliser.
+        valid: (B, N) true negatives of a shared draw (the others hold -inf), or None.
     Returns:
         scalar.
     """
     weight = torch.sigmoid((pos - beta.detach()) / tau_w)
-    return (weight * softmax_terms(pos, neg, tau_d, self_term)).mean()
+    return (weight * softmax_terms(pos, neg, tau_d, self_term, valid)).mean()
 
 
 @LOSSES.register("slk")
@@ -94,7 +96,7 @@ class SoftmaxLossAtK(RecLoss):
 
     def forward(self, batch: LossBatch) -> Tensor:
         beta = self.query_thresholds(batch) if self.per_query else self.beta[batch.require("users")]
-        return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term)
+        return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term, batch.neg_valid)
 
     @torch.no_grad()
     def query_thresholds(self, batch: LossBatch, chunk: int = 4096) -> Tensor:

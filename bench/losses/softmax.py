@@ -8,15 +8,18 @@ from torch import Tensor
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, logsumexp_negatives
 
 
-def softmax_terms(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False) -> Tensor:
-    """(B,) per-pair softmax-loss terms (see :func:`softmax_loss`)."""
+def softmax_terms(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False,
+                  valid: Tensor | None = None) -> Tensor:
+    """(B,) per-pair softmax-loss terms (see :func:`softmax_loss`); ``valid`` (B, N) marks the
+    true negatives of shared draws (the others hold -inf)."""
     d = (neg - pos.unsqueeze(1)) / tau
     if self_term:
         d = torch.cat([torch.zeros_like(d[:, :1]), d], dim=1)  # the positive's own d_uii = 0
-    return torch.logsumexp(d, dim=1)
+        valid = None if valid is None else torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
+    return logsumexp_negatives(d, valid)
 
 
 def softmax_loss(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False) -> Tensor:
@@ -56,4 +59,4 @@ class SoftmaxLoss(RecLoss):
         self.self_term = bool(self_term)
 
     def forward(self, batch: LossBatch) -> Tensor:
-        return softmax_loss(batch.pos, batch.neg, self.tau, self.self_term)
+        return softmax_terms(batch.pos, batch.neg, self.tau, self.self_term, batch.neg_valid).mean()

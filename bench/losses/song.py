@@ -12,7 +12,7 @@ from bench.contracts import LossBatch, SyncedRows, TrainData
 from bench.errors import ConfigError
 from bench.evaluation.metrics import ideal_dcg
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, row_mean
 from bench.thresholds import ThresholdEstimator, from_spec
 
 
@@ -26,10 +26,11 @@ def song_weights(pos: Tensor, u: Tensor, lam: Tensor, idcg: Tensor, n_items: int
     return weight
 
 
-def song_g(pos: Tensor, neg: Tensor, margin: float) -> Tensor:
-    """(B,) g_ui = mean over S = {i} ∪ N of max(0, m - (s_ui - s_uj))^2."""
+def song_g(pos: Tensor, neg: Tensor, margin: float, valid: Tensor | None = None) -> Tensor:
+    """(B,) g_ui = mean over S = {i} ∪ N of max(0, m - (s_ui - s_uj))^2; ``valid`` (B, 1 + N)
+    marks the list's true members (shared negatives: a row's own positives are not)."""
     listed = torch.cat([pos.unsqueeze(1), neg], dim=1)
-    return torch.clamp(margin - (pos.unsqueeze(1) - listed), min=0).pow(2).mean(1)
+    return row_mean(torch.clamp(margin - (pos.unsqueeze(1) - listed), min=0).pow(2), valid)
 
 
 @LOSSES.register("songk")
@@ -97,7 +98,9 @@ class SONGAtK(RecLoss):
 
     def forward(self, batch: LossBatch) -> Tensor:
         pos, neg, users, pair_ids = batch.pos, batch.neg, batch.require("users"), batch.require("pair_ids")
-        g = song_g(pos, neg, self.margin)
+        listed_valid = None if batch.neg_valid is None else torch.cat(
+            [torch.ones_like(batch.neg_valid[:, :1]), batch.neg_valid], dim=1)
+        g = song_g(pos, neg, self.margin, listed_valid)
         with torch.no_grad():
             u = (1 - self.gamma0) * self.u[pair_ids] + self.gamma0 * g.detach()
             self.u[pair_ids] = u
@@ -108,7 +111,7 @@ class SONGAtK(RecLoss):
             weight = song_weights(pos, u, lam, self.idcg[users], self.n_items, self.alpha if self.k > 0 else None)
             if self.k > 0 and self.estimator is None:
                 listed = torch.cat([pos.unsqueeze(1), neg], dim=1).detach()
-                above = torch.sigmoid((listed - lam[:, None]) / self.tau1).mean(1)
+                above = row_mean(torch.sigmoid((listed - lam[:, None]) / self.tau1), listed_valid)
                 grad = self.k / self.n_items + self.tau2 * lam - above
                 self.lam[users] = lam - self.eta0 * grad
         return (weight * g).mean()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
+
+log = logging.getLogger(__name__)
 
 
 class ValidateOnLastEpoch(L.Callback):
@@ -70,3 +74,89 @@ class StepProgressBar(TQDMProgressBar):
 def progress_bar(enabled: bool | None) -> StepProgressBar | None:
     """The progress bar when ``enabled`` (the trainer's ``enable_progress_bar``), else None."""
     return StepProgressBar() if enabled else None
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def sweep_shape() -> tuple[int, int] | None:
+    """(jobs, jobs at a time) of the Hydra multirun this process is a job of, from the sweep's
+    ``multirun.yaml`` (comma-separated sweeps; ranges and other sweep functions count as one
+    value each); None outside a multirun."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+        from omegaconf import OmegaConf
+
+        if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+            return None
+        hc = HydraConfig.get()
+        saved = OmegaConf.load(Path(hc.sweep.dir) / "multirun.yaml")
+        jobs = 1
+        for override in saved.hydra.overrides.task:
+            value = str(override).split("=", 1)[-1]
+            jobs *= 1 if "(" in value else len(value.split(","))
+        n_jobs = int(hc.launcher.get("n_jobs") or 1) if "n_jobs" in hc.launcher else 1
+        return jobs, max(1, n_jobs)
+    except Exception:  # an estimate must never stop a run
+        return None
+
+
+class TimeEstimate(L.Callback):
+    """Log the expected time per epoch and per run after the first ``after_batches`` steps (and
+    per sweep inside a multirun), then again once the first validation has been timed, so that
+    nobody starts a 20-hour run by accident.
+
+    Args:
+        after_batches: training steps timed before the first estimate.
+    """
+
+    def __init__(self, after_batches: int = 20) -> None:
+        self.after_batches = max(1, int(after_batches))
+        self._epoch_start = 0.0
+        self._val_start = 0.0
+        self.per_batch: float | None = None
+        self.validation: float | None = None
+        self._done = False
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._epoch_start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        n_batches = trainer.num_training_batches
+        if self.per_batch is None and batch_idx + 1 == min(self.after_batches, int(n_batches)):
+            self.per_batch = (time.perf_counter() - self._epoch_start) / (batch_idx + 1)
+            self._report(trainer)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._val_start = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or self.validation is not None:
+            return
+        self.validation = time.perf_counter() - self._val_start
+        self._report(trainer)
+
+    def _report(self, trainer: L.Trainer) -> None:
+        if self.per_batch is None or self._done:
+            return
+        epoch = self.per_batch * float(trainer.num_training_batches)
+        epochs = max(0, int(trainer.max_epochs or 0))  # the whole run, resumed ones included
+        every = int(trainer.check_val_every_n_epoch or 1)
+        rounds = epochs // every + (1 if epochs % every else 0)
+        total = epoch * epochs + (self.validation or 0.0) * rounds
+        validation = (f", plus {rounds} validations of {self.validation:.1f} s" if self.validation is not None
+                      else ", plus validation (timed at the first one)")
+        line = f"time estimate: {epoch:.1f} s per epoch; {epochs} epochs ≈ {_duration(total)}{validation}"
+        shape = sweep_shape()
+        if shape is not None:
+            jobs, at_once = shape
+            line += f"; a sweep of {jobs} such jobs, {at_once} at a time ≈ {_duration(total * -(-jobs // at_once))}"
+        log.info("%s", line)
+        self._done = self.validation is not None

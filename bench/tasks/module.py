@@ -14,12 +14,12 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
 from bench.distributed import gather_per_user
-from bench.errors import TrainingDiverged
+from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
 from bench.losses.base import RecLoss
 from bench.models.base import EmbeddingModel
 from bench.sampling import UniformNegativeSampler, negatives_generator
-from bench.step import StepOutput, after_update, train_step
+from bench.step import NEGATIVE_MODES, StepOutput, after_update, train_step
 from bench.tasks.datamodule import RankingDataModule
 
 log = logging.getLogger(__name__)
@@ -39,15 +39,21 @@ class RankingModule(L.LightningModule):
         loss: the loss.
         optimizer: a callable params -> torch optimizer (a Hydra partial).
         seed: run seed (negative sampling).
+        negatives: "per_pair" or "shared" (``train.negatives``; see :mod:`bench.step`).
     """
 
     def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
-                 seed: int) -> None:
+                 seed: int, negatives: str = "per_pair") -> None:
         super().__init__()
+        if negatives not in NEGATIVE_MODES:
+            raise ConfigError(f"unknown train.negatives '{negatives}'; use {' or '.join(NEGATIVE_MODES)}")
+        if negatives == "shared" and not loss.shares_negatives:
+            log.info("train.negatives=shared: this loss keeps one negative per pair, so it draws them per pair")
         self.model = model
         self.loss = loss
         self.optimizer_factory = optimizer
         self.seed = seed
+        self.negatives = negatives
         self.sampler: UniformNegativeSampler | None = None
         self.val_evaluator: FullRankingEvaluator | None = None
         self.test_evaluator: FullRankingEvaluator | None = None
@@ -97,7 +103,8 @@ class RankingModule(L.LightningModule):
         # the epoch's global batch number: under DDP rank r's i-th batch is batch i * world + r
         global_batch = batch_idx * self.trainer.world_size + self.trainer.global_rank
         generator = negatives_generator(self.device, self.seed, self.current_epoch, global_batch)
-        output = train_step(self.model, self.loss, rows, sampler=self.sampler, generator=generator)
+        output = train_step(self.model, self.loss, rows, sampler=self.sampler, generator=generator,
+                            mode=self.negatives)
         if not torch.isfinite(output.loss):
             raise TrainingDiverged(
                 f"training loss is {output.loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "

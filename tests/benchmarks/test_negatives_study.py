@@ -1,0 +1,50 @@
+"""The negatives benchmark's table: each loss in both modes, the paired difference and its CI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from bench.report.runs import RunRecord
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "negatives_study.py"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("negatives_study", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record(tmp_path: Path, loss: str, mode: str | None, seed: int, ndcg: float, fit_s: float) -> RunRecord:
+    run = tmp_path / f"{loss}-{mode}-{seed}"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"timing_s": {"fit": fit_s}}))
+    overrides = ["+experiment=paper/table2_mf_health", f"loss={loss}", f"seed={seed}"]
+    if mode:
+        overrides.append(f"train.negatives={mode}")
+    return RunRecord(source=str(run), task="cf", dataset="health", model="mf", loss=loss, seed=seed,
+                     test={"ndcg@20": ndcg, "recall@20": ndcg + 0.05}, overrides=overrides)
+
+
+def test_table_pairs_the_modes_by_seed(script, tmp_path):
+    per_pair = [0.120, 0.125, 0.130]
+    shared = [0.121, 0.127, 0.130]  # differences +0.001, +0.002, 0
+    records = [_record(tmp_path, "sl", None if s == 0 else "per_pair", s, v, 600.0) for s, v in enumerate(per_pair)]
+    records += [_record(tmp_path, "sl", "shared", s, v, 60.0) for s, v in enumerate(shared)]
+    lines = script.table(records).splitlines()
+    assert len(lines) == 4
+    pp, sh = lines[2].split(" | "), lines[3].split(" | ")
+    assert pp[:3] == ["| sl", "per_pair", "3"] and sh[:3] == ["| sl", "shared", "3"]
+    half = stats.t.ppf(0.975, 2) * stats.tstd([0.001, 0.002, 0.0]) / math.sqrt(3)
+    assert sh[5] == f"+0.0010 [{0.001 - half:+.4f}, {0.001 + half:+.4f}] (3 seeds)"
+    assert sh[6] == f"{(sum(shared) - sum(per_pair)) / sum(per_pair):+.1%}"
+    assert float(sh[7]) == pytest.approx(stats.ttest_rel(shared, per_pair).pvalue, abs=5e-4)
+    assert pp[9] == "10.0 |" and sh[9] == "1.0 |"  # fit minutes per run
