@@ -53,3 +53,16 @@ def test_batch_sampler_covers_every_pair_once_per_epoch_and_reshuffles():
     assert not torch.equal(e1, torch.cat(e0))
     s.set_epoch(0)
     assert torch.equal(torch.cat(list(s)), torch.cat(e0))
+
+
+def test_shared_draw_positives_match_a_dense_lookup_with_repeated_items():
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        pairs = torch.unique(torch.stack([torch.randint(0, 50, (400,), generator=gen),
+                                          torch.randint(0, 30, (400,), generator=gen)], 1), dim=0)
+        train = CSR.from_pairs(pairs, 50, 30)
+        sampler = UniformNegativeSampler(train)
+        users = torch.randint(0, 50, (64,), generator=gen)
+        draw = sampler.sample_shared(40, gen)  # 40 of 30 items: repeats for sure
+        assert draw.unique().numel() < 40
+        assert torch.equal(sampler.is_positive(users, draw), train.dense_rows(users)[:, draw])
