@@ -21,6 +21,7 @@ DATASETS = ["Health", "Electronic", "Gowalla", "Book"]
 # copy of this table, so it is written out here.
 PAPER = {
     ("MF", "BPR"): [".1627/.1234", ".0816/.0527", ".1355/.1111", ".0665/.0453"],
+    ("MF", "BSL"): [".1719/.1261", ".0834/.0530", ".2071/.1630", ".1563/.1212"],
     ("MF", "SL"): [".1719/.1261", ".0821/.0529", ".2064/.1624", ".1559/.1210"],
     ("MF", "PSL"): [".1718/.1268", ".0838/.0541", ".2089/.1647", ".1569/.1227"],
     ("MF", "SL@20"): [".1823/.1390", ".0901/.0590", ".2121/.1709", ".1612/.1269"],
@@ -73,18 +74,27 @@ def test_table2_experiments_hold_the_documented_values():
             assert "per_loss" not in cfg
         if backbone == "LightGCN":
             assert cfg.model.layers == 2
-    lr, wd = re.search(r"BPR has one entry: Health / MF, lr ([\d.]+), weight decay ([\de.-]+)", prose).groups()
-    bpr = compose(["+experiment=paper/table2_mf_health", "loss=bpr", "output_dir=x"])
-    assert (bpr.optimizer.lr, bpr.optimizer.weight_decay) == (float(lr), float(wd)) == (0.001, 0.0001)
-    assert [bpr.paper["recall@20"], bpr.paper["ndcg@20"]] == pytest.approx(_numbers(PAPER[("MF", "BPR")][0]))
+    pairwise = re.findall(r"^\| (\w+) \| MF \| ([\de. /-]+) \| ([\de. /-]+) \|$", section, re.M)
+    assert [d for d, _, _ in pairwise] == ["Health", "Electronic", "Gowalla"]
+    assert "| data | backbone | BPR: lr / wd | BSL: lr / τ1 / τ2 |" in prose
+    for dataset, bpr_cell, bsl_cell in pairwise:
+        column = DATASETS.index(dataset)
+        bpr = compose([f"+experiment=paper/table2_mf_{dataset.lower()}", "loss=bpr", "output_dir=x"])
+        assert [bpr.optimizer.lr, bpr.optimizer.weight_decay] == pytest.approx(_numbers(bpr_cell))
+        assert bpr.loss.n_negatives == 1
+        assert [bpr.paper["recall@20"], bpr.paper["ndcg@20"]] == pytest.approx(_numbers(PAPER[("MF", "BPR")][column]))
+        bsl = compose([f"+experiment=paper/table2_mf_{dataset.lower()}", "loss=bsl", "output_dir=x"])
+        assert [bsl.optimizer.lr, bsl.loss.tau1, bsl.loss.tau2] == pytest.approx(_numbers(bsl_cell))
+        assert bsl.optimizer.weight_decay == 0.0 and bsl.loss.n_negatives == 1000
+        assert [bsl.paper["recall@20"], bsl.paper["ndcg@20"]] == pytest.approx(_numbers(PAPER[("MF", "BSL")][column]))
 
 
 def test_command_line_wins_and_unknown_losses_fail_clearly():
     cfg = compose(["+experiment=paper/table2_mf_health", "loss=slk", "loss.tau_w=3.0", "optimizer.lr=0.5",
                    "output_dir=x"])
     assert (cfg.loss.tau_w, cfg.loss.t_beta, cfg.optimizer.lr) == (3.0, 5, 0.5)
-    with pytest.raises(ConfigError, match=r"settings for loss=bpr, psl, sl, slk, not for loss=bsl"):
-        compose(["+experiment=paper/table2_mf_health", "loss=bsl", "output_dir=x"])
+    with pytest.raises(ConfigError, match=r"settings for loss=bpr, bsl, psl, sl, slk, not for loss=songk"):
+        compose(["+experiment=paper/table2_mf_health", "loss=songk", "output_dir=x"])
 
 
 @pytest.mark.slow
