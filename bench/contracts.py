@@ -129,12 +129,20 @@ class Queries:
         """(P, M) item ids -> (P, M) scores with gradient (see :func:`score_candidates`)."""
         return score_candidates(self.vectors, self.item_emb, items, self.cosine)
 
-    def score_shared(self, items: Tensor) -> Tensor:
-        """(M,) item ids shared by every query -> (P, M) scores with gradient: one (P, d) x (d, M)
-        matmul over the M item rows, whatever the catalogue size."""
-        rows = self.item_emb[items]
+    def score_shared(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        """Scores of each query's own positive and of M items shared by every query.
+
+        Args:
+            items: (M,) item ids (one draw for the whole batch).
+        Returns:
+            pos (P,) and shared (P, M) scores with gradient: one gather of the P + M item rows
+            (one backward into the item table) and one (P, d) x (d, M) matmul, whatever the
+            catalogue size.
+        """
+        rows = self.item_emb[torch.cat([self.items, items])]
         rows = F.normalize(rows, dim=-1) if self.cosine else rows
-        return self.vectors @ rows.T
+        own, shared = rows[: self.items.numel()], rows[self.items.numel():]
+        return (self.vectors * own).sum(-1), self.vectors @ shared.T
 
     @torch.no_grad()
     def full_rows(self, rows: Tensor) -> Tensor:

@@ -118,22 +118,20 @@ class UniformNegativeSampler:
     def is_positive(self, users: Tensor, items: Tensor) -> Tensor:
         """(B, M) bool: is ``items[j]`` a training positive of ``users[b]``? users (B,), items (M,).
 
-        Each user's positives are looked up in the sorted draw (O(B |P_u| log M)), so no
-        (B, |I|) bitmap is built; an item drawn twice marks both of its columns.
+        Each user's positives are looked up in an (|I|,) table of the draw's first column per
+        item (one gather per positive), so no (B, |I|) bitmap is built; an item drawn twice
+        marks all of its columns.
         """
         train = self.train.on(users.device)
         rows, positives = train.gather_rows(users)
-        order = torch.argsort(items)
-        ordered = items[order]
-        lo = torch.searchsorted(ordered, positives)
-        count = torch.searchsorted(ordered, positives, right=True) - lo
-        hit = count > 0
-        rows, lo, count = rows[hit], lo[hit], count[hit]
-        entry = torch.repeat_interleave(torch.arange(rows.numel(), device=users.device), count)
-        within = torch.arange(entry.numel(), device=users.device) - (torch.cumsum(count, 0) - count)[entry]
-        out = torch.zeros(users.numel(), items.numel(), dtype=torch.bool, device=users.device)
-        out[rows[entry], order[lo[entry] + within]] = True
-        return out
+        m = items.numel()
+        first = torch.full((train.n_items,), m, dtype=torch.int64, device=users.device)  # m: not drawn
+        first.scatter_reduce_(0, items, torch.arange(m, device=users.device), reduce="amin")
+        col = first[positives]
+        drawn = col < m
+        hit_first = torch.zeros(users.numel(), m, dtype=torch.bool, device=users.device)
+        hit_first[rows[drawn], col[drawn]] = True
+        return hit_first[:, first[items]]  # every column of an item shares its first column's mark
 
     def sample(self, users: Tensor, n: int, generator: torch.Generator) -> Tensor:
         """(B, n) negative item ids for users (B,), drawn with ``generator``."""

@@ -95,8 +95,8 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
         else:
             negatives = sampler.sample(queries.users, loss.n_negatives, generator)
     if valid is not None:  # a shared draw: one matmul over its N rows; a row's own positives masked
-        pos = queries.score(queries.items.unsqueeze(1)).squeeze(1)
-        neg = queries.score_shared(negatives[0]).masked_fill(~valid, float("-inf"))
+        pos, neg = queries.score_shared(negatives[0])
+        neg = neg.masked_fill(~valid, float("-inf"))
     else:
         scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
         pos, neg = scores[:, 0], scores[:, 1:]
