@@ -151,7 +151,7 @@ class TimeEstimate(L.Callback):
         every = int(trainer.check_val_every_n_epoch or 1)
         rounds = epochs // every + (1 if epochs % every else 0)
         total = epoch * epochs + (self.validation or 0.0) * rounds
-        validation = (f", plus {rounds} validations of {self.validation:.1f} s" if self.validation is not None
+        validation = (f", plus {rounds} validations of {self.validation:.2f} s" if self.validation is not None
                       else ", plus validation (timed at the first one)")
         line = f"time estimate: {epoch:.1f} s per epoch; {epochs} epochs ≈ {_duration(total)}{validation}"
         shape = sweep_shape()
