@@ -4,7 +4,10 @@ Runs ``python -m bench ... -m seed=0,1,2,3,4`` per cell (the paper's settings), 
 seed summary and prints ours (mean ± 95% CI) next to the paper, with the relative gap.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/reproduce_paper.py [--cells health-mf-sl ...]
-        [--seeds 0,1,2,3,4] [--epochs 200] [--out benchmarks/results/reproduce]
+        [--seeds 0,1,2,3,4] [--epochs 200] [--negatives per_pair|shared] [--out benchmarks/results/reproduce]
+
+Seeds a cell already has are not rerun (each call sweeps the missing ones into its own folder
+under the cell's), so a long reproduction can be spread over several sessions.
 
 A cell passes when the mean is within ``--tolerance`` (3% relative) of the paper.
 
@@ -83,13 +86,27 @@ CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
 }
 
 
-def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path) -> Path:
-    sweep_dir = out / name
-    cmd = [sys.executable, "-m", "bench", "-m", *overrides, f"trainer.max_epochs={epochs}",
-           "trainer.check_val_every_n_epoch=5", "logger=none", f"hydra.sweep.dir={sweep_dir}", f"seed={seeds}"]
+MODE_OVERRIDES = {"per_pair": [], "shared": ["train.negatives=shared", "optimizer.fused=true"]}
+
+
+def cell_dir(out: Path, name: str, mode: str) -> Path:
+    return out / (name if mode == "per_pair" else f"{name}-{mode}")
+
+
+def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path, mode: str = "per_pair") -> Path:
+    sweep_dir = cell_dir(out, name, mode)
+    done, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
+    wanted = {int(s) for s in seeds.split(",")}
+    todo = sorted(wanted - {r.seed for r in done if r.status == COMPLETED})
+    if not todo:
+        return sweep_dir
+    part = sweep_dir / ("seeds-" + "-".join(map(str, todo)))
+    cmd = [sys.executable, "-m", "bench", "-m", *overrides, *MODE_OVERRIDES[mode], f"trainer.max_epochs={epochs}",
+           "trainer.check_val_every_n_epoch=5", "logger=csv", f"hydra.sweep.dir={part}",
+           f"seed={','.join(map(str, todo))}"]
     print("+", " ".join(cmd), flush=True)
     if subprocess.run(cmd, check=False).returncode != 0:
-        print(f"{name}: the sweep reported failed jobs; see {sweep_dir}/summary.md", flush=True)
+        print(f"{name}: the sweep reported failed jobs; see {part}/summary.md", flush=True)
     return sweep_dir
 
 
@@ -119,6 +136,8 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.03)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/reproduce"))
     parser.add_argument("--report-only", action="store_true", help="only summarise existing runs")
+    parser.add_argument("--negatives", choices=list(MODE_OVERRIDES), default="per_pair",
+                        help="per_pair (the paper's) or shared (one draw per batch, with fused Adam)")
     args = parser.parse_args()
 
     rows = []
@@ -126,9 +145,9 @@ def main() -> int:
     for name in args.cells:
         overrides, paper = CELLS[name]
         paper = paper or dict(compose([*overrides, "output_dir=unused"]).paper)
-        sweep_dir = args.out / name
+        sweep_dir = cell_dir(args.out, name, args.negatives)
         if not args.report_only:
-            run_cell(name, overrides, args.seeds, args.epochs, args.out)
+            run_cell(name, overrides, args.seeds, args.epochs, args.out, args.negatives)
         runs, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
         summary, _ = summarize(runs)
         if not len(summary):
