@@ -6,7 +6,8 @@ several seeds; is the difference in test metrics beyond seed noise, and what doe
 
 Each (loss, mode) is ``+experiment=paper/table2_mf_<dataset> loss=<loss> train.negatives=<mode>``
 (the paper's tuned settings, 200 epochs, validation every 5) in its own sweep folder under
-``--out/<dataset>``; a sweep that already has a completed run per seed is not rerun. Prints, per
+``--out/<dataset>``; seeds that already have a completed run are not rerun (each call sweeps the
+missing ones into a sub-folder), so a study can be spread over several sessions. Prints, per
 loss: Recall@20 and NDCG@20 (mean ± 95% CI over seeds) in each mode, the shared - per-pair NDCG@20
 difference with the 95% CI of its mean over the seeds both modes ran (paired by seed: same split,
 same initialisation), the relative difference, the paired-over-seeds and paired-over-users
@@ -34,15 +35,18 @@ def sweep_dir(out: Path, dataset: str, loss: str, mode: str) -> Path:
 
 
 def run_sweep(dataset: str, loss: str, mode: str, seeds: str, out: Path) -> None:
+    """Run the seeds the (loss, mode) folder lacks, in a sub-folder of their own (resumable)."""
     folder = sweep_dir(out, dataset, loss, mode)
     runs, _ = find_runs([folder]) if folder.exists() else ([], [])
-    if sum(r.status == COMPLETED for r in runs) >= len(seeds.split(",")):
+    todo = sorted({int(s) for s in seeds.split(",")} - {r.seed for r in runs if r.status == COMPLETED})
+    if not todo:
         return
+    part = folder / ("seeds-" + "-".join(map(str, todo)))
     cmd = [sys.executable, "-m", "bench", "-m", f"+experiment=paper/table2_mf_{dataset}", f"loss={loss}",
-           f"train.negatives={mode}", "logger=csv", f"hydra.sweep.dir={folder}", f"seed={seeds}"]
+           f"train.negatives={mode}", "logger=csv", f"hydra.sweep.dir={part}", f"seed={','.join(map(str, todo))}"]
     print("+", " ".join(cmd), flush=True)
     if subprocess.run(cmd, check=False).returncode != 0:
-        print(f"{folder}: the sweep reported failed jobs; see its summary.md", flush=True)
+        print(f"{part}: the sweep reported failed jobs; see its summary.md", flush=True)
 
 
 def _mode(r: RunRecord) -> str:
