@@ -14,7 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
-from bench.errors import BenchError, find_user_error
+from bench.errors import BenchError, FolderTaken, find_user_error
 from bench.experiments import apply_per_loss
 from bench.results import CHECKPOINT_DIR, FAILED, RESULTS_FILE, RUN_CONFIG_FILE, RunResult
 from bench.run import format_metrics_table, train_and_test
@@ -54,6 +54,8 @@ def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
 
 
 def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -> None:
+    if isinstance(find_user_error(exc), FolderTaken):  # the folder is another run's: leave it alone
+        return
     try:
         record = RunResult.read_or_new(Path(cfg.output_dir))
         user_error = find_user_error(exc)

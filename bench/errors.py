@@ -34,3 +34,7 @@ class DataError(BenchError):
 
 class TrainingDiverged(BenchError):
     """The loss became NaN or infinite."""
+
+
+class FolderTaken(BenchError):
+    """The output folder belongs to another run (in use, or completed): nothing may be written there."""

@@ -28,6 +28,7 @@ from bench.models import MODELS
 from bench.parallel import place_current_job
 from bench.results import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
 from bench.results.callbacks import now_iso
+from bench.results.lock import RunLock
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.module import RankingModule
 
@@ -114,9 +115,20 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     place_current_job(cfg)
     check_monitor(cfg)
     out = Path(cfg.output_dir)
+    writer = getattr(rank_zero_only, "rank", 0) == 0  # DDP: ranks > 0 write nothing of their own
+    # one run per folder: a second one (or a completed run without force=true) is refused
+    lock = RunLock(out, force=bool(cfg.get("force", False)), resuming=resume_checkpoint is not None) if writer else None
+    try:
+        return _train_and_test(cfg, out, writer, overrides, extra_callbacks, resume_checkpoint)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequence[str],
+                    extra_callbacks: Sequence[Callback], resume_checkpoint: str | Path | None) -> RunResult:
     out.mkdir(parents=True, exist_ok=True)
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
-    writer = getattr(rank_zero_only, "rank", 0) == 0  # DDP: ranks > 0 write nothing of their own
     record = RunResult.read_or_new(out) if resume_checkpoint else RunResult(run_dir=out)
     record.status, record.config = RUNNING, resolved
     record.overrides = list(overrides) or record.overrides

@@ -33,7 +33,7 @@ IDENTITY_KEYS = frozenset({"task", "dataset", "model", "loss", "experiment"})
 #: overrides that tell seeds of one configuration apart
 SEED_KEYS = frozenset({"seed"})
 #: overrides that only choose where a run reads, writes, logs or which devices it uses
-PLACEMENT_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "logger", "trainer.accelerator",
+PLACEMENT_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "force", "logger", "trainer.accelerator",
                             "trainer.devices", "trainer.strategy", "trainer.num_nodes"})
 PLACEMENT_PREFIXES = ("hydra", "logger.")
 
