@@ -11,46 +11,36 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
+from bench.composition import CONFIG_DIR, compose, recompose_run
 from bench.errors import BenchError, FolderTaken, find_user_error
 from bench.experiments import apply_per_loss
-from bench.results import CHECKPOINT_DIR, FAILED, RESULTS_FILE, RUN_CONFIG_FILE, RunResult
+from bench.results import CHECKPOINT_DIR, FAILED, RESULTS_FILE, RunResult, override_key
 from bench.run import format_metrics_table, train_and_test
 
 log = logging.getLogger("bench")
 
-#: the repository's conf/ (absolute: under ``python -m`` a relative path would be read as a package)
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+__all__ = ["CONFIG_DIR", "compose", "main", "run_job"]
 
 
-def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
-    """The app's config for these overrides, outside the command line (scripts, notebooks,
-    tests). Set ``output_dir`` among the overrides: it otherwise refers to Hydra's run dir."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return apply_per_loss(hydra_compose(config_name="config", overrides=list(overrides)), overrides)
-
-
-def _resume_target(run_dir: str) -> tuple[DictConfig, Path]:
-    """The saved config of ``run_dir`` and its last checkpoint."""
-    path = Path(run_dir).expanduser()
-    saved = path / RUN_CONFIG_FILE
+def _resume_target(run_dir: str, extra: list[str]) -> tuple[DictConfig, Path, list[str]]:
+    """The config of the run in ``run_dir``, rebuilt for that folder (wherever it is now), its
+    last checkpoint, and the overrides to record (the run's own plus the extending ones)."""
+    path = Path(run_dir).expanduser().resolve()
     last = path / CHECKPOINT_DIR / "last.ckpt"
-    if not saved.is_file():
-        raise BenchError(f"cannot resume {path}: no {RUN_CONFIG_FILE} there; pass the output directory of a run")
+    if not (path / RESULTS_FILE).is_file():
+        raise BenchError(f"cannot resume {path}: no {RESULTS_FILE} there; pass the output directory of a run")
     if not last.is_file():
         raise BenchError(f"cannot resume {path}: no {CHECKPOINT_DIR}/last.ckpt (the run ended before its first "
                          "epoch); start it again instead")
-    cfg = OmegaConf.load(saved)
-    if not isinstance(cfg, DictConfig):
-        raise BenchError(f"cannot resume {path}: {RUN_CONFIG_FILE} is not a config mapping")
-    cfg.output_dir = str(path)
-    cfg.resume = None
-    return cfg, last
+    res = RunResult.read(path)
+    cfg = recompose_run(res, path, extra)
+    if extra:
+        log.info("resume applies %s", " ".join(extra))
+    keys = {override_key(o) for o in extra}
+    recorded = [o for o in res.overrides if override_key(o) not in keys] + extra
+    return cfg, last, recorded
 
 
 def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -> None:
@@ -60,7 +50,7 @@ def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -
         record = RunResult.read_or_new(Path(cfg.output_dir))
         user_error = find_user_error(exc)
         record.status = FAILED
-        record.overrides = overrides or record.overrides
+        record.overrides = record.overrides or overrides  # the run's own, when it recorded them
         record.error = str(user_error) if user_error else f"{type(exc).__name__}: {exc}"
         record.traceback = "".join(traceback.format_exception(exc))
         record.write()
@@ -80,14 +70,15 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     resume_ckpt = None
     try:
         if cfg.get("resume"):
-            cfg, resume_ckpt = _resume_target(cfg.resume)
+            extra = [o for o in overrides if override_key(o) != "resume" and not o.startswith("hydra")]
+            cfg, resume_ckpt, overrides = _resume_target(cfg.resume, extra)
             log.info("resuming %s from %s", cfg.output_dir, resume_ckpt)
-            overrides = []
         else:
             apply_per_loss(cfg, overrides)
         results = train_and_test(cfg, overrides=overrides, resume_checkpoint=resume_ckpt)
     except Exception as exc:
-        _record_failure(cfg, overrides, exc)
+        if not (cfg.get("resume") and resume_ckpt is None):  # a refused resume leaves the run as it was
+            _record_failure(cfg, overrides, exc)
         user_error = find_user_error(exc)
         if user_error is not None:
             log.error("%s", user_error)
@@ -106,6 +97,16 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     print(format_metrics_table(results.test, ks))
     print(f"results: {Path(cfg.output_dir).resolve() / RESULTS_FILE}")
     return results
+
+
+def resume_in_place(argv: list[str]) -> list[str]:
+    """``argv`` with a ``resume=DIR`` run's Hydra output (its log) in DIR itself, instead of a
+    new ``outputs/<date>/<time>/`` folder; DIR's ``.hydra/`` record of the original command is
+    kept (``hydra.output_subdir=null``)."""
+    target = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("resume=")), None)
+    if not target or target == "null" or any(a.startswith(("hydra.run.dir=", "hydra.output_subdir=")) for a in argv):
+        return list(argv)
+    return [*argv, f"hydra.run.dir={target}", "hydra.output_subdir=null"]
 
 
 def multirun_flag_first(argv: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ the data is loaded, and the callbacks of ``conf/callbacks/`` complete it when te
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import time
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from bench.models import MODELS
 from bench.parallel import place_current_job
 from bench.results import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
 from bench.results.callbacks import now_iso
+from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.module import RankingModule
@@ -135,6 +137,7 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     record.started_at = record.started_at if resume_checkpoint else now_iso()
     record.resumed_from = str(resume_checkpoint) if resume_checkpoint else record.resumed_from
     record.versions = _versions()
+    record.host = {"name": platform.node(), "pid": os.getpid(), "torch_threads": torch.get_num_threads()}
     if writer:
         if resume_checkpoint is None:
             atomic_write_bytes(out / RUN_CONFIG_FILE, OmegaConf.to_yaml(resolved).encode())
@@ -166,11 +169,15 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     for lg in loggers:
         lg.log_hyperparams(resolved)
 
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_checkpoint) if resume_checkpoint else None)
+    # a checkpoint is data: unpickling may only rebuild tensors and plain containers, never run code
+    if resume_checkpoint:
+        load_checkpoint(resume_checkpoint)  # a one-line refusal of a crafted file, before Lightning reads it
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_checkpoint) if resume_checkpoint else None,
+                weights_only=True)
     best = trainer.checkpoint_callback
     best_path = best.best_model_path if isinstance(best, ModelCheckpoint) else ""
     if not best_path:
         raise BenchError("no validation ran, so there is no best checkpoint to test; set trainer.max_epochs >= 1 "
                          "and keep callbacks.best_checkpoint")
-    trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False)
+    trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
     return RunResult.read(out) if writer else record

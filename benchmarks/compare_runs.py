@@ -23,8 +23,8 @@ from bench.results import CHECKPOINT_DIR, RunResult
 
 
 def _same_checkpoint(a: Path, b: Path) -> bool:
-    sa = torch.load(a, weights_only=False, map_location="cpu")["state_dict"]
-    sb = torch.load(b, weights_only=False, map_location="cpu")["state_dict"]
+    sa = torch.load(a, weights_only=True, map_location="cpu")["state_dict"]
+    sb = torch.load(b, weights_only=True, map_location="cpu")["state_dict"]
     return set(sa) == set(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 

@@ -53,7 +53,7 @@ def run(out: Path, only: list[str]) -> None:
     for name, overrides in cases().items():
         if only and not any(o in name for o in only):
             continue
-        train_and_test(compose([*overrides, f"output_dir={out / name}"]))
+        train_and_test(compose([*overrides, f"output_dir={out / name}"]), overrides=overrides)
         res = json.loads((out / name / "results.json").read_text())
         (out / f"{name}.json").write_text(json.dumps({"test": res["test"], "history": res["history"]}, indent=1))
         print(name, res["test"]["ndcg@20"], flush=True)

@@ -120,7 +120,7 @@ def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
         if res.task != "cf":
             return {m: float("nan") for m in metrics}  # the leak only exists in the CF protocol
         splits = (dm := run_datamodule(res)).splits
-        model = load_model(res, res.best["checkpoint"], dm.train_data)
+        model = load_model(res, res.best_checkpoint, dm.train_data)
         ks = tuple(sorted({int(m.split("@")[1]) for m in metrics}))
         per_user = FullRankingEvaluator(splits.test, [splits.train], ks).evaluate(model.full_scorer())
         for m in metrics:

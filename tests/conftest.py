@@ -78,11 +78,11 @@ def make_cfg() -> Callable[[list[str], Path], DictConfig]:
 
 @pytest.fixture
 def run_cli() -> Callable[..., subprocess.CompletedProcess]:
-    """``run_cli(args, cwd, timeout=300)``: ``python -m bench *args`` in ``cwd``."""
+    """``run_cli(args, cwd, timeout=300, module="bench")``: ``python -m <module> *args`` in ``cwd``."""
 
-    def run(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    def run(args: list[str], cwd: Path, timeout: int = 300, module: str = "bench") -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}
-        return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env, capture_output=True,
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=timeout)
 
     return run

@@ -81,7 +81,7 @@ def test_resume_command_continues_a_killed_run(tmp_path, tiny, make_cfg, run_cli
     overrides = [*tiny, "trainer.max_epochs=4", "trainer.check_val_every_n_epoch=2", "logger=csv"]
     full = train_and_test(make_cfg(overrides, tmp_path / "full"))
     with pytest.raises((KeyboardInterrupt, SystemExit)):  # Lightning exits after a graceful shutdown
-        train_and_test(make_cfg(overrides, tmp_path / "killed"), extra_callbacks=[crash_at(3)])
+        train_and_test(make_cfg(overrides, tmp_path / "killed"), overrides=overrides, extra_callbacks=[crash_at(3)])
     proc = run_cli([f"resume={tmp_path / 'killed'}", "hydra.run.dir=resume-log"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = json.loads((tmp_path / "killed" / "results.json").read_text())

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("step", ("bench.step",)),
     ("task", ("bench.tasks",)),
     ("results", ("bench.results",)),
-    ("run", ("bench.loggers", "bench.resolvers", "bench.run")),
+    ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run")),
     ("report", ("bench.report",)),
     ("command line", ("bench.app", "bench", "bench.__main__")),
 ]

@@ -159,7 +159,7 @@ def test_the_backbone_guide_trains_with_its_config(plugin, tiny, tmp_path):
     res = train_and_test(bench_compose([*tiny, "model=two_tower", "model.dim=16", *search,
                                         f"output_dir={tmp_path / 'run'}"]))
     assert res.status == "completed" and res.model == "two_tower" and 0 < res.test["ndcg@20"] <= 1
-    state = torch.load(res.best["checkpoint"], weights_only=False)["state_dict"]
+    state = torch.load(res.best_checkpoint, weights_only=True)["state_dict"]
     assert state["model.user_tower.weight"].shape == (16, 16)
 
 

@@ -44,7 +44,7 @@ def test_short_run_writes_complete_results(tmp_path, tiny, make_cfg):
 def test_test_metrics_are_the_best_checkpoint_evaluated_with_train_and_valid_masked(tmp_path, tiny, make_cfg):
     cfg = make_cfg([*tiny, "trainer.max_epochs=4"], tmp_path)
     res = train_and_test(cfg)
-    ckpt = torch.load(res.best["checkpoint"], weights_only=False)
+    ckpt = torch.load(res.best_checkpoint, weights_only=True)
     assert ckpt["epoch"] == res.best["epoch"]
     data = Synthetic(**{k: v for k, v in cfg.dataset.items() if k != "_target_"}).load()
     splits = split_validation(data, 0.1, seed=cfg.seed)

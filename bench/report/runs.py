@@ -80,7 +80,7 @@ def from_results(runs: Iterable[RunResult]) -> tuple[list[RunRecord], list[str]]
     for res in runs:
         where = str(res.run_dir)
         if res.status != COMPLETED:
-            notes.append(f"{where}: {res.status}" + (f" ({res.error})" if res.error else ""))
+            notes.append(f"{where}: {res.live_status()}" + (f" ({res.error})" if res.error else ""))
             continue
         mtime = (res.run_dir / "results.json").stat().st_mtime if res.run_dir else 0.0
         records.append(_record(res, where, res.load_per_user, mtime))

@@ -68,7 +68,7 @@ def to_markdown(summary: pd.DataFrame, runs: list[RunResult], headline: Iterable
         lines += ["", "## Runs that did not complete", ""]
         for r in failed:
             lines.append(f"- {r.run_dir} ({' '.join(r.variant) or 'no overrides'}, seed {r.seed}): "
-                         f"{r.status}: {r.error}")
+                         f"{r.live_status()}" + (f": {r.error}" if r.error else ""))
     return "\n".join(lines) + "\n"
 
 

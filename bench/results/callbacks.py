@@ -64,6 +64,8 @@ class WriteResults(L.Callback):
         best_row = max(history, key=lambda row: row[self.monitor]) if history else {}
         checkpoint = trainer.checkpoint_callback
         best_path = checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else None
+        if best_path and Path(best_path).resolve().is_relative_to(self.dirpath.resolve()):
+            best_path = str(Path(best_path).resolve().relative_to(self.dirpath.resolve()))  # the folder may move
         finished = now_iso()
         timing = {**result.timing_s, **self.timing}
         if result.started_at:

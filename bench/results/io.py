@@ -60,6 +60,23 @@ def write_per_user(path: Path, users: np.ndarray, metrics: dict[str, np.ndarray]
     atomic_write_bytes(path, buf.getvalue())
 
 
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """A Lightning checkpoint's contents, unpickled with ``weights_only=True``: tensors and plain
+    containers only, so a crafted file cannot run code; one that tries is refused with a
+    one-line error."""
+    import pickle
+
+    import torch
+
+    from bench.errors import BenchError
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise BenchError(f"{path} is not a plain checkpoint (loading it would run code or build objects: "
+                         f"{str(exc).splitlines()[0][:200]}); refusing it") from exc
+
+
 def read_per_user(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(users (U,), {metric: (U,) float64}) as written by :func:`write_per_user`."""
     with np.load(path) as z:

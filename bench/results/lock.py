@@ -41,6 +41,17 @@ def _owner(path: Path) -> dict | None:
         return None
 
 
+def holder_alive(folder: str | Path) -> bool | None:
+    """Is a live process holding ``folder``? False: no lock, or its process on this host is gone;
+    None: held from another host (cannot be checked)."""
+    owner = _owner(Path(folder) / LOCK_FILE)
+    if owner is None:
+        return False
+    if owner.get("host") != socket.gethostname():
+        return None
+    return pid_alive(int(owner.get("pid", -1)))
+
+
 class RunLock:
     """The lock of one run folder; use as a context manager or call :meth:`release`.
 

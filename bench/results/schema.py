@@ -24,7 +24,7 @@ PER_USER_FILE = "per_user_test.npz"
 RUN_CONFIG_FILE = "run_config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 
-RUNNING, COMPLETED, FAILED = "running", "completed", "failed"
+RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
 
 # -- which overrides make a configuration ---------------------------------------------------
 #: overrides that name the table and row of a run (task, data, backbone, loss) or bring an
@@ -155,6 +155,15 @@ class RunResult:
         path = self.run_dir / (self.per_user_test or PER_USER_FILE)
         return read_per_user(path) if path.is_file() else None
 
+    def live_status(self) -> str:
+        """:attr:`status`, except that a "running" run whose folder no live process holds (its
+        lock is gone, or its process on this host is dead: killed) reads "interrupted"."""
+        if self.status != RUNNING or self.run_dir is None:
+            return self.status
+        from bench.results.lock import holder_alive
+
+        return RUNNING if holder_alive(self.run_dir) is not False else INTERRUPTED
+
     # -- what the run was --------------------------------------------------------------------
     def _name(self, group: str, default: str = "?") -> str:
         return str((self.config.get(group) or {}).get("name", default))
@@ -193,6 +202,14 @@ class RunResult:
     def best_val(self) -> float | None:
         """The best validation value of :attr:`monitor` (the objective of sweepers)."""
         return (self.best.get("val") or {}).get(self.monitor)
+
+    @property
+    def best_checkpoint(self) -> Path | None:
+        """The best checkpoint's path (stored relative to the run folder, so the folder can move)."""
+        path = self.best.get("checkpoint")
+        if not path:
+            return None
+        return Path(path) if Path(path).is_absolute() or self.run_dir is None else self.run_dir / path
 
     @property
     def job_overrides(self) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,34 @@ class ValidateOnLastEpoch(L.Callback):
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.max_epochs is not None and trainer.current_epoch == trainer.max_epochs - 1:
             trainer.check_val_every_n_epoch = 1
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint, following its run folder.
+
+    Restored from a checkpoint written in another folder (the run was moved or copied), its
+    paths are rebased onto this folder, so the best score and epoch carry over and nothing is
+    read from, written to or deleted in the other folder (Lightning would drop the best score
+    and keep pointing at the old ``best.ckpt``).
+    """
+
+    @property
+    def state_key(self) -> str:  # the key ModelCheckpoint uses, so either class restores the other's state
+        return "ModelCheckpoint" + super().state_key[len(type(self).__qualname__):]
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        old = state_dict.get("dirpath")
+        if old and self.dirpath and os.path.realpath(old) != os.path.realpath(self.dirpath):
+            here = Path(self.dirpath)
+
+            def rebase(path: str | None) -> str | None:
+                return str(here / Path(path).name) if path else path
+
+            state_dict = {**state_dict, "dirpath": self.dirpath,
+                          **{k: rebase(state_dict.get(k)) for k in ("best_model_path", "kth_best_model_path",
+                                                                     "last_model_path")},
+                          "best_k_models": {rebase(k): v for k, v in (state_dict.get("best_k_models") or {}).items()}}
+        super().load_state_dict(state_dict)
 
 
 class LastCheckpoint(L.Callback):

@@ -10,7 +10,8 @@ from bench.thresholds.__main__ import main as study_main
 @pytest.mark.slow
 def test_study_on_a_trained_run_measures_every_estimator_against_exact(tmp_path, tiny, make_cfg):
     run = tmp_path / "run"
-    train_and_test(make_cfg([*tiny, "loss=slk", "loss.t_beta=1", "logger=none"], run))
+    overrides = [*tiny, "loss=slk", "loss.t_beta=1", "logger=none"]
+    train_and_test(make_cfg(overrides, run), overrides=overrides)  # recorded: the study rebuilds the run from them
     assert study_main([str(run), "--ks", "5", "20", "--cache-from", "best", "--out", str(tmp_path / "s")]) == 0
     table = pd.read_csv(tmp_path / "s" / "threshold_study.csv")
     assert len(table) == 2 * 5 and set(table["k"]) == {5, 20}

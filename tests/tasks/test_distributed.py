@@ -74,7 +74,7 @@ def test_ddp_run_on_two_cpu_processes_evaluates_every_user_once(tmp_path, loss, 
     cfg = OmegaConf.create(res["config"])
     splits = split_validation(instantiate(cfg.dataset).load(), 0.1, cfg.seed)
     model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
-    state = torch.load(res["best"]["checkpoint"], weights_only=False)["state_dict"]
+    state = torch.load(tmp_path / "run" / res["best"]["checkpoint"], weights_only=True)["state_dict"]
     model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
     model.eval()
     single = FullRankingEvaluator(splits.test, [splits.train, splits.valid], tuple(cfg.eval.ks)).evaluate(

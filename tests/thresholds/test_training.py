@@ -13,7 +13,7 @@ def test_slk_trains_with_every_estimator_and_checkpoints_its_state(tmp_path, est
     cfg = make_cfg([*tiny, "loss=slk", "loss.t_beta=1", f"loss.estimator={estimator}", "logger=none"], tmp_path)
     res = train_and_test(cfg)
     assert res.status == "completed"
-    state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     if estimator == "cached":
         assert state["loss.estimator.top"].shape == (120, 64)
     if estimator == "quantile":

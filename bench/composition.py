@@ -1,0 +1,107 @@
+"""Composing configs: the app's config for overrides, and a saved run's config rebuilt from the
+*current* code's config groups plus the run's recorded overrides.
+
+A run folder is data, possibly from someone else: its ``run_config.yaml`` (with ``_target_``
+entries) is never instantiated. Resuming or analysing a run composes the config again from
+``conf/`` with the overrides recorded in its ``results.json`` and checks that the plain values
+agree with the saved ones, so a folder cannot make the code run anything it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from omegaconf import DictConfig, OmegaConf
+
+import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
+from bench.errors import BenchError
+from bench.experiments import apply_per_loss
+from bench.results.schema import RunResult, override_key
+
+#: the repository's conf/ (absolute: under ``python -m`` a relative path would be read as a package)
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+#: overrides that only say where a run writes or how it logs; a resume may change them
+WHERE_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "force", "logger"})
+WHERE_PREFIXES = ("hydra", "logger.", "callbacks.")
+#: overrides a resume may add: they extend the same experiment without changing it
+EXTENDING_KEYS = frozenset({"trainer.max_epochs", "trainer.enable_progress_bar", "trainer.accelerator",
+                            "trainer.devices", "eval.max_scores"}) | WHERE_KEYS
+
+#: config entries whose values may differ between the original run and its rebuilt config
+#: (where files go, how progress shows), compared nowhere else
+_NOT_COMPARED = ("output_dir", "data_dir", "cache_dir", "resume", "force", "callbacks", "logger", "hydra")
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """The app's config for these overrides, outside the command line (scripts, notebooks,
+    tests). Set ``output_dir`` among the overrides: it otherwise refers to Hydra's run dir."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():  # inside the app (or a test's Hydra context): same conf/
+        return apply_per_loss(hydra_compose(config_name="config", overrides=list(overrides)), overrides)
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return apply_per_loss(hydra_compose(config_name="config", overrides=list(overrides)), overrides)
+
+
+def is_extending(override: str) -> bool:
+    """May a resume add this override (it changes where or how long, not what is learned)?"""
+    key = override_key(override)
+    return key in EXTENDING_KEYS or key.startswith(WHERE_PREFIXES)
+
+
+def _plain(cfg: Any, path: str = "") -> dict[str, Any]:
+    """Flatten a resolved config to {dotted key: value}, without the entries of _NOT_COMPARED."""
+    out: dict[str, Any] = {}
+    if isinstance(cfg, dict):
+        for k, v in cfg.items():
+            key = f"{path}.{k}" if path else str(k)
+            if str(k) in _NOT_COMPARED or str(k).endswith(("data_dir", "cache_dir")):
+                continue
+            out.update(_plain(v, key))
+    elif isinstance(cfg, list):
+        out[path] = [_plain(v) if isinstance(v, (dict, list)) else v for v in cfg]
+    else:
+        out[path] = cfg
+    return out
+
+
+def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] = ()) -> DictConfig:
+    """The config of a recorded run, rebuilt from ``conf/`` and the run's overrides.
+
+    Args:
+        res: the run (its ``overrides`` and saved ``config``).
+        output_dir: where the rebuilt run writes (the folder it is in now).
+        extra: overrides to add; :func:`is_extending` ones only (e.g. ``trainer.max_epochs=300``).
+    Raises:
+        BenchError: an override would change the experiment, or the current code composes the
+            run's overrides to other values than the saved ones (the code changed since).
+    """
+    extra = list(extra)
+    refused = [o for o in extra if not is_extending(o)]
+    if refused:
+        raise BenchError(f"resume continues the same experiment, and {' '.join(refused)} would change it; "
+                         "start a new run for that (allowed with resume=: trainer.max_epochs, logger, devices)")
+    kept = [o for o in res.job_overrides if override_key(o) not in WHERE_KEYS and not o.startswith("hydra")]
+    extra_keys = {override_key(o) for o in extra}
+    overrides = [o for o in kept if override_key(o) not in extra_keys] + extra + [f"output_dir={output_dir}"]
+    try:
+        cfg = compose(overrides)
+    except Exception as exc:
+        raise BenchError(f"{res.run_dir}: its overrides ({' '.join(kept) or 'none'}) no longer compose with this "
+                         f"code's conf/ ({type(exc).__name__}: {exc}); start a new run") from exc
+    rebuilt = _plain(cast(dict, OmegaConf.to_container(cfg, resolve=True)))
+    saved = _plain(res.config)
+    # values that a resume may change, or that depend on the machine rather than the experiment
+    ignore = extra_keys | {"trainer.enable_progress_bar", "trainer.devices", "trainer.accelerator"}
+    changed = sorted(k for k in set(rebuilt) | set(saved) if k not in ignore and rebuilt.get(k) != saved.get(k))
+    if changed:
+        shown = ", ".join(f"{k}: {saved.get(k, '(absent)')} -> {rebuilt.get(k, '(absent)')}" for k in changed[:5])
+        raise BenchError(f"{res.run_dir}: this code rebuilds the run with other values ({shown}"
+                         f"{', ...' if len(changed) > 5 else ''}); resume it with the code that started it, or start "
+                         "a new run")
+    return cfg
