@@ -6,6 +6,8 @@ exits with status 2 instead of showing a traceback; anything else is a bug and k
 its traceback.
 """
 
+import errno
+
 
 class BenchError(Exception):
     """A problem the user can fix; the message names the problem and the fix."""
@@ -15,16 +17,28 @@ class ConfigError(BenchError):
     """An invalid setting."""
 
 
+#: OS errors that mean "this machine cannot store the run": a user's problem, said in one line
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT, errno.ENOTDIR, errno.EPERM})
+
+
 def find_user_error(exc: BaseException) -> BenchError | None:
     """The BenchError behind ``exc``, following ``raise ... from`` chains (Hydra's
-    ``instantiate`` wraps constructor errors in its own exception)."""
+    ``instantiate`` wraps constructor errors in its own exception); an OS error of storage
+    (disk full, no permission, read-only) anywhere in the chain becomes one naming the path."""
     seen = set()
     current: BaseException | None = exc
+    storage: OSError | None = None
     while current is not None and id(current) not in seen:
         if isinstance(current, BenchError):
             return current
+        if isinstance(current, OSError) and current.errno in STORAGE_ERRNOS and storage is None:
+            storage = current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
+    if storage is not None:
+        where = f"{storage.filename}: " if storage.filename else ""
+        return BenchError(f"cannot write {where}{storage.strerror}; free some space or choose another output folder "
+                          "(hydra.run.dir=...)")
     return None
 
 

@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
+from bench.errors import ConfigError
 from bench.results.schema import variant_suffix
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,9 @@ def wandb_logger(project: str = "bench", entity: str | None = None, group: str |
     from lightning.pytorch.loggers import WandbLogger
 
     resolved, reason = resolve_wandb_mode(mode)
+    if resolved == "online" and not _has_wandb_credentials():
+        raise ConfigError("W&B online logging needs credentials: set WANDB_API_KEY or run `wandb login`, or use "
+                          "logger.wandb.mode=auto (falls back to offline) or offline")
     os.environ.setdefault("WANDB_SILENT", "true")
     if resolved == "offline":
         log.warning("W&B logs offline (%s); upload later with: wandb sync %s/wandb/offline-run-*", reason, save_dir)

@@ -22,7 +22,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, DataError
 from bench.evaluation import metric_names
 from bench.loggers import build_loggers
 from bench.models import MODELS
@@ -33,6 +33,7 @@ from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.module import RankingModule
+from bench.validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,10 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule:
     datamodule = task.datamodule(data, seed=seed, batch_size=int(cfg.train.batch_size), ks=tuple(cfg.eval.ks),
                                  max_scores=int(cfg.eval.max_scores))
     splits = datamodule.splits
+    if datamodule.test_evaluator.users.numel() == 0:
+        raise DataError(f"data set '{splits.name}' leaves no user with a test item ({splits.n_users} users, "
+                        f"{splits.test.nnz} test interactions): no metric could be computed; use data with more "
+                        "interactions per user, or lower dataset.k_core / raise dataset.test_fraction")
     log.info("data %s: %d users, %d items, %d train / %d valid / %d test interactions", splits.name,
              splits.n_users, splits.n_items, splits.train.nnz, splits.valid.nnz, splits.test.nnz)
     for split, ev in (("validation", datamodule.val_evaluator), ("test", datamodule.test_evaluator)):
@@ -115,6 +120,7 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
         the completed :class:`~bench.results.RunResult`.
     """
     place_current_job(cfg)
+    validate(cfg)
     check_monitor(cfg)
     out = Path(cfg.output_dir)
     writer = getattr(rank_zero_only, "rank", 0) == 0  # DDP: ranks > 0 write nothing of their own

@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bench"
 
 #: lowest first; a module may import from its own layer and the layers before it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("config", ("bench.errors", "bench.registry", "bench.experiments", "bench.parallel", "bench.distributed")),
+    ("config", ("bench.errors", "bench.registry", "bench.experiments", "bench.parallel", "bench.distributed",
+                "bench.validation")),
     ("data", ("bench.datasets", "bench.sampling", "bench.contracts")),
     ("model/loss", ("bench.evaluation", "bench.models", "bench.thresholds", "bench.losses")),
     ("step", ("bench.step",)),

@@ -18,7 +18,7 @@ import torch
 from bench.datasets.base import Interactions, per_user_split
 from bench.datasets.download import RemoteFile, fetch
 from bench.datasets.tables import read_table
-from bench.errors import DataError
+from bench.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -53,21 +53,54 @@ def _read_inter(path: Path, text: str) -> pd.DataFrame:
     return pd.DataFrame(dict(zip(keys, arrays)))
 
 
-def _read_delimited(path: Path, text: str, sep: str, header: bool | str) -> pd.DataFrame:
-    first = text.split("\n", 1)[0]
-    n_fields = len(first.split(sep))
-    if n_fields < 2:
+#: header names understood for each column role (lower case)
+HEADER_NAMES = {"user": ("user", "user_id", "userid", "uid", "user id"),
+                "item": ("item", "item_id", "itemid", "iid", "item id", "movie", "movie_id", "product", "product_id"),
+                "rating": ("rating", "score", "stars"),
+                "timestamp": ("timestamp", "time", "ts", "date", "datetime", "unix_time")}
+ROLES = ("user", "item", "rating", "timestamp")
+SKIP = ("-", "_", "skip")
+
+
+def _roles_from_header(fields: list[str]) -> list[str] | None:
+    """The role of each header field (``-`` for ignored ones), or None when the line names no
+    user and no item column (it is then data, not a header)."""
+    roles = []
+    for field in fields:
+        name = field.strip().strip('"').lower()
+        roles.append(next((role for role, names in HEADER_NAMES.items() if name in names), "-"))
+    return roles if "user" in roles and "item" in roles else None
+
+
+def _read_delimited(path: Path, text: str, sep: str, header: bool | str, columns: list[str] | None,
+                    need_rating: bool) -> pd.DataFrame:
+    first = text.split("\n", 1)[0].rstrip("\r")
+    fields = first.split(sep)
+    if len(fields) < 2:
         raise DataError(f"{path}:1: expected at least 2 fields (user, item) separated by {sep!r}")
-    if header == "auto":
-        lowered = first.lower()
-        header = "user" in lowered or "item" in lowered
-    cols = [0, 1] + ([2] if n_fields >= 3 else [])
-    kinds = ["str", "str"] + (["float"] if n_fields >= 3 else [])
-    arrays = read_table(text, str(path), sep, cols, kinds, header=bool(header))
-    frame = pd.DataFrame({"user": arrays[0], "item": arrays[1]})
-    if n_fields >= 3:
-        frame["timestamp"] = arrays[2]
-    return frame
+    named = _roles_from_header(fields)
+    has_header = bool(named) if header == "auto" else bool(header)
+    if columns is not None:
+        roles = [c.strip().lower() for c in columns]
+        unknown = [c for c in roles if c not in ROLES and c not in SKIP]
+        if unknown or "user" not in roles or "item" not in roles:
+            raise ConfigError(f"dataset.columns={list(columns)}: name each column user, item, rating, timestamp or "
+                              "- (ignored), with a user and an item, e.g. dataset.columns=[user,item,rating,timestamp]")
+        if len(roles) > len(fields):
+            raise DataError(f"{path}:1: dataset.columns names {len(roles)} columns, the file has {len(fields)}")
+    elif has_header and named:
+        roles = named
+    elif len(fields) == 2:
+        roles = ["user", "item"]
+    elif len(fields) == 3 and not need_rating:
+        roles = ["user", "item", "timestamp"]
+    else:
+        raise DataError(f"{path}: {len(fields)} columns and no header naming them; say what they are, e.g. "
+                        "dataset.columns=[user,item,rating,timestamp] (- for a column to ignore)")
+    picked = [(i, r) for i, r in enumerate(roles) if r in ROLES]
+    kinds = ["str" if r in ("user", "item") else "float" for _, r in picked]
+    arrays = read_table(text, str(path), sep, [i for i, _ in picked], kinds, header=has_header)
+    return pd.DataFrame({r: a for (_, r), a in zip(picked, arrays)})
 
 
 class CustomFile:
@@ -76,8 +109,10 @@ class CustomFile:
     Args:
         path: the file (.tsv, .csv, .txt or RecBole .inter).
         format: "auto" (by extension), "tsv", "csv" or "inter".
-        header: True, False or "auto" (a first line mentioning user/item is a header).
-        min_rating: keep rows with rating >= this (only if the file has ratings).
+        header: True, False or "auto" (a first line naming a user and an item column is a header).
+        columns: the role of each column in order (``user``, ``item``, ``rating``, ``timestamp``, or
+            ``-`` to ignore one); None: from the header, else user,item[,timestamp].
+        min_rating: keep rows with rating >= this; the file must have a rating column.
         k_core: minimum interactions per user and item (1 disables).
         test_fraction: per-user share of interactions held out for test.
         split_seed: seed of the train/test split.
@@ -86,8 +121,8 @@ class CustomFile:
     """
 
     def __init__(self, path: str | None = None, format: str = "auto", header: bool | str = "auto",
-                 min_rating: float | None = None, k_core: int = 10, test_fraction: float = 0.2,
-                 split_seed: int = 0, name: str = "custom", remote: dict | None = None,
+                 columns: list[str] | None = None, min_rating: float | None = None, k_core: int = 10,
+                 test_fraction: float = 0.2, split_seed: int = 0, name: str = "custom", remote: dict | None = None,
                  data_dir: str | None = None, cache_dir: str | None = None, download: bool = True) -> None:
         if not path and not remote:
             raise DataError("dataset=custom needs a file: add dataset.path=/path/to/interactions.tsv")
@@ -99,6 +134,7 @@ class CustomFile:
         self.path = Path(path).expanduser()
         self.format = format
         self.header = header
+        self.columns = list(columns) if columns is not None else None
         self.min_rating = min_rating
         self.k_core = int(k_core)
         self.test_fraction = test_fraction
@@ -115,7 +151,11 @@ class CustomFile:
         """The raw rows as a frame with columns user, item[, rating][, timestamp]."""
         if not self.path.is_file():
             raise DataError(f"interaction file {self.path} not found; set dataset.path to an existing file")
-        text = self.path.read_text(encoding="utf-8")
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            line = self.path.read_bytes()[: exc.start].count(b"\n") + 1
+            raise DataError(f"{self.path}:{line}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
         if not text.strip():
             raise DataError(f"{self.path} is empty")
         fmt = self._format()
@@ -123,12 +163,16 @@ class CustomFile:
             return _read_inter(self.path, text)
         if fmt not in ("tsv", "csv"):
             raise DataError(f"unknown dataset.format '{fmt}'; use auto, tsv, csv or inter")
-        return _read_delimited(self.path, text, "\t" if fmt == "tsv" else ",", self.header)
+        return _read_delimited(self.path, text, "\t" if fmt == "tsv" else ",", self.header, self.columns,
+                               need_rating=self.min_rating is not None)
 
     def load(self) -> Interactions:
         frame = self.read_frame()
         n_raw = len(frame)
-        if self.min_rating is not None and "rating" in frame:
+        if self.min_rating is not None:
+            if "rating" not in frame:
+                raise DataError(f"{self.path}: dataset.min_rating={self.min_rating} needs a rating column, and none is "
+                                "named; add a header or dataset.columns=[user,item,rating,...]")
             frame = frame[frame["rating"] >= self.min_rating]
         sort_cols = ["user", "item"] + (["timestamp"] if "timestamp" in frame else [])
         frame = frame.sort_values(sort_cols, kind="stable").drop_duplicates(["user", "item"], keep="first")

@@ -14,20 +14,30 @@ import numpy as np
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory + rename."""
+    """Write ``data`` to ``path`` via a temporary file in the same directory + rename.
+
+    Raises:
+        BenchError: the folder cannot be made or written (permissions, a full disk), naming the
+            path; no temporary file is left behind.
+    """
+    from bench.errors import BenchError
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except OSError as exc:
+        raise BenchError(f"cannot write {path}: {exc.strerror or exc}; free some space or choose another output "
+                         "folder (hydra.run.dir=...)") from exc
+    finally:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        raise
 
 
 def _jsonable(obj: Any) -> Any:

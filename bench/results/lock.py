@@ -65,7 +65,11 @@ class RunLock:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_FILE
         self.held = False
-        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BenchError(f"cannot create the output folder {self.folder}: {exc.strerror or exc}; choose another "
+                             "one (hydra.run.dir=...)") from exc
         if not (force or resuming) and (self.folder / RESULTS_FILE).is_file():
             try:
                 status = RunResult.read(self.folder).status
@@ -81,6 +85,9 @@ class RunLock:
         for _ in range(2):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except PermissionError as exc:
+                raise BenchError(f"cannot write to the output folder {self.folder}: {exc.strerror}; choose another one "
+                                 "(hydra.run.dir=...)") from exc
             except FileExistsError:
                 owner = _owner(self.path)
                 if owner and owner.get("host") == me["host"] and not pid_alive(int(owner.get("pid", -1))):

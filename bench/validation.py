@@ -1,0 +1,56 @@
+"""Range checks of the run's numeric settings, before anything is built: a bad value stops the
+run with one line naming the key, the value and what is allowed (rather than a traceback deep
+inside PyTorch, or a run that completes on nonsense such as ``model.dim=0``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from bench.errors import ConfigError
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+#: (key, test, what is allowed); a key absent from the config (or null where allowed) is skipped
+RULES: list[tuple[str, Callable[[Any], bool], str]] = [
+    ("seed", lambda v: _int(v) and 0 <= v < 2**32, "an integer in [0, 2^32)"),
+    ("optimizer.lr", lambda v: _number(v) and v > 0, "a number > 0"),
+    ("optimizer.weight_decay", lambda v: _number(v) and v >= 0, "a number >= 0"),
+    ("train.batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("train.early_stopping_patience", lambda v: v is None or (_int(v) and v >= 1), "null or an integer >= 1"),
+    ("trainer.max_epochs", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("trainer.check_val_every_n_epoch", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("eval.ks", lambda v: isinstance(v, list) and len(v) > 0 and all(_int(k) and k >= 1 for k in v),
+     "a non-empty list of integers >= 1, e.g. [5,10,20]"),
+    ("eval.max_scores", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("model.dim", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("loss.n_negatives", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("task.valid_fraction", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    ("task.users_per_batch", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+]
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check every rule of :data:`RULES` on the composed config.
+
+    Raises:
+        ConfigError: ``<key>=<value> is out of range: use <allowed>`` for the first bad value.
+    """
+    missing = object()
+    for key, ok, allowed in RULES:
+        value = OmegaConf.select(cfg, key, default=missing)
+        if value is missing:
+            continue
+        if OmegaConf.is_config(value):
+            value = OmegaConf.to_container(value, resolve=True)
+        if not ok(value):
+            raise ConfigError(f"{key}={value} is out of range: use {allowed}")

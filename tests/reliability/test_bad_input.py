@@ -1,0 +1,133 @@
+"""Bad input gets one line naming the problem and the fix (issue 13, defects 4 and 5): out-of-range
+settings, a custom file's columns and rating filter, non-UTF-8 files, data without test users,
+an output folder that cannot be written, a full disk, W&B online without credentials."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+import pytest
+
+from bench.datasets import CustomFile
+from bench.errors import BenchError, ConfigError, DataError
+from bench.results import RunResult
+from bench.results.io import atomic_write_bytes
+from bench.run import train_and_test
+
+
+@pytest.mark.parametrize("override,message", [
+    ("optimizer.lr=-1", "optimizer.lr=-1 is out of range: use a number > 0"),
+    ("train.batch_size=0", "train.batch_size=0 is out of range: use an integer >= 1"),
+    ("trainer.check_val_every_n_epoch=0", "trainer.check_val_every_n_epoch=0 is out of range"),
+    ("seed=-1", "seed=-1 is out of range: use an integer in [0, 2^32)"),
+    ("eval.ks=[0]", "eval.ks=[0] is out of range: use a non-empty list of integers >= 1"),
+    ("model.dim=0", "model.dim=0 is out of range: use an integer >= 1"),
+    ("task.valid_fraction=1.5", "task.valid_fraction=1.5 is out of range: use a number in [0, 1)"),
+    ("train.early_stopping_patience=0", "train.early_stopping_patience=0 is out of range"),
+])
+def test_out_of_range_settings_stop_before_anything_is_built(override, message, tiny, make_cfg, tmp_path):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        train_and_test(make_cfg([*tiny, override], tmp_path))
+    assert not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_the_command_line_says_it_in_one_line(tiny, run_cli, tmp_path):
+    proc = run_cli([*tiny, "optimizer.lr=-1", "logger=none", "hydra.run.dir=run"], cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "error: optimizer.lr=-1 is out of range: use a number > 0"
+    assert RunResult.read(tmp_path / "run").status == "failed"
+
+
+def _csv(tmp_path, lines, name="r.csv"):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _ratings_file(tmp_path, header=True):
+    # 12 users x 12 items; rating 5 on even items, 2 on odd; timestamps 1000 + item
+    rows = ["user,item,rating,timestamp"] if header else []
+    rows += [f"u{u},i{i},{5 if i % 2 == 0 else 2},{1000 + i}" for u in range(12) for i in range(12)]
+    return _csv(tmp_path, rows)
+
+
+def test_a_rating_column_is_read_as_rating_and_filtered(tmp_path):
+    data = CustomFile(str(_ratings_file(tmp_path)), min_rating=4, k_core=2).load()
+    assert data.n_items == 6 and data.train.shape[0] + data.test.shape[0] == 72  # odd items (rating 2) dropped
+    times = set(data.train_timestamps.tolist()) | set(data.test_timestamps.tolist())
+    assert times == {1000.0 + i for i in range(0, 12, 2)}  # the timestamp column, not the rating
+
+
+def test_unnamed_columns_must_be_named_and_a_rating_filter_needs_a_rating(tmp_path):
+    path = _ratings_file(tmp_path, header=False)
+    with pytest.raises(DataError, match=r"4 columns and no header naming them; say what they are, e\.g\. "
+                                        r"dataset\.columns=\[user,item,rating,timestamp\]"):
+        CustomFile(str(path), k_core=2).load()
+    data = CustomFile(str(path), columns=["user", "item", "rating", "timestamp"], min_rating=4, k_core=2).load()
+    assert data.n_items == 6
+    data = CustomFile(str(path), columns=["user", "item", "-", "-"], k_core=2).load()
+    assert data.n_items == 12 and data.train_timestamps is None
+    two = _csv(tmp_path, ["user,item"] + [f"u{u},i{i}" for u in range(12) for i in range(12)], "two.csv")
+    with pytest.raises(DataError, match="dataset.min_rating=4 needs a rating column"):
+        CustomFile(str(two), min_rating=4, k_core=2).load()
+    with pytest.raises(ConfigError, match=r"dataset\.columns=\['user', 'thing'\]: name each column"):
+        CustomFile(str(two), columns=["user", "thing"], k_core=2).load()
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("user\titem\nu1\ti1\nu2\tcaf\xe9\n".encode("latin-1"))
+    with pytest.raises(DataError, match=rf"{path}:3: not UTF-8 text \(byte \d+\); save the file as UTF-8"):
+        CustomFile(str(path), k_core=1).load()
+
+
+def test_data_without_a_test_user_stops_instead_of_reporting_nan(tiny, make_cfg, tmp_path):
+    path = _csv(tmp_path, ["user,item"] + [f"u{u},i{u % 7}" for u in range(40)])  # one interaction per user
+    cfg = make_cfg(["dataset=custom", f"dataset.path={path}", "dataset.k_core=1", *tiny[3:]], tmp_path / "run")
+    with pytest.raises(DataError, match="leaves no user with a test item"):
+        train_and_test(cfg)
+
+
+def test_an_output_folder_that_cannot_be_made_is_named(tiny, make_cfg, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(BenchError, match=rf"cannot create the output folder {blocker}/run"):
+        train_and_test(make_cfg(tiny, blocker / "run"))
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", lambda fd: full(fd, b""))
+    with pytest.raises(BenchError, match=rf"cannot write {tmp_path}/results.json: No space left on device"):
+        atomic_write_bytes(tmp_path / "results.json", b"{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_storage_errors_anywhere_become_one_line():
+    from bench.errors import find_user_error
+
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device", "/x/checkpoints/last.ckpt")
+        except OSError as inner:
+            raise RuntimeError("lightning wrapped it") from inner
+    except RuntimeError as exc:
+        err = find_user_error(exc)
+    assert str(err).startswith("cannot write /x/checkpoints/last.ckpt: No space left on device")
+    assert find_user_error(RuntimeError("a bug")) is None
+
+
+def test_wandb_online_without_credentials_is_refused(monkeypatch, tmp_path):
+    from bench.loggers import wandb_logger
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="W&B online logging needs credentials: set WANDB_API_KEY"):
+        wandb_logger(mode="online", save_dir=str(tmp_path))
