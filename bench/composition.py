@@ -9,6 +9,7 @@ agree with the saved ones, so a folder cannot make the code run anything it name
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -19,6 +20,9 @@ import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config us
 from bench.errors import BenchError
 from bench.experiments import apply_per_loss
 from bench.results.schema import RunResult, override_key
+
+log = logging.getLogger(__name__)
+_ABSENT = object()
 
 #: the repository's conf/ (absolute: under ``python -m`` a relative path would be read as a package)
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -98,9 +102,14 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
     saved = _plain(res.config)
     # values that a resume may change, or that depend on the machine rather than the experiment
     ignore = extra_keys | {"trainer.enable_progress_bar", "trainer.devices", "trainer.accelerator"}
-    changed = sorted(k for k in set(rebuilt) | set(saved) if k not in ignore and rebuilt.get(k) != saved.get(k))
+    # a setting the run's code did not have yet is taken at its default (settings are added with
+    # the earlier behaviour as default); one it had must agree, and none may have disappeared
+    changed = sorted(k for k in saved if k not in ignore and rebuilt.get(k, _ABSENT) != saved[k])
+    added = sorted(k for k in rebuilt if k not in saved and k not in ignore)
+    if added:
+        log.info("%s predates %s; taking their defaults", res.run_dir, ", ".join(added))
     if changed:
-        shown = ", ".join(f"{k}: {saved.get(k, '(absent)')} -> {rebuilt.get(k, '(absent)')}" for k in changed[:5])
+        shown = ", ".join(f"{k}: {saved[k]} -> {rebuilt.get(k, '(absent)')}" for k in changed[:5])
         raise BenchError(f"{res.run_dir}: this code rebuilds the run with other values ({shown}"
                          f"{', ...' if len(changed) > 5 else ''}); resume it with the code that started it, or start "
                          "a new run")

@@ -44,3 +44,29 @@ def test_nan_scores_stop_evaluation_with_a_clear_message():
 
     with pytest.raises(TrainingDiverged, match="NaN scores"):
         ev.evaluate(scores)
+
+
+def test_evaluation_does_not_depend_on_the_thread_count():
+    # the same model's metrics with 1 and 2 threads, to the last bit (training is another matter:
+    # the BLAS may split the backward's reductions by thread, README "Reproducibility")
+    from bench.models import MF
+
+    gen = torch.Generator().manual_seed(0)
+    n_users, n_items = 700, 3000
+    pairs = torch.unique(torch.stack([torch.randint(0, n_users, (30000,), generator=gen),
+                                      torch.randint(0, n_items, (30000,), generator=gen)], 1), dim=0)
+    kind = torch.randint(0, 5, (pairs.shape[0],), generator=gen)
+    train = CSR.from_pairs(pairs[kind > 0], n_users, n_items)
+    target = CSR.from_pairs(pairs[kind == 0], n_users, n_items)
+    torch.manual_seed(0)
+    model = MF(n_users, n_items, dim=64).eval()
+    ev = FullRankingEvaluator(target, [train], ks=(10, 50), max_scores=97 * n_items)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            results.append(ev.evaluate(model.full_scorer()))
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(results[0][k], results[1][k]) for k in results[0])
