@@ -92,7 +92,10 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
                          "start a new run for that (allowed with resume=: trainer.max_epochs, logger, devices)")
     kept = [o for o in res.job_overrides if override_key(o) not in WHERE_KEYS and not o.startswith("hydra")]
     extra_keys = {override_key(o) for o in extra}
-    overrides = [o for o in kept if override_key(o) not in extra_keys] + extra + [f"output_dir={output_dir}"]
+    # an extra override replaces the recorded ones of its key and below (+callbacks.x=null drops callback x)
+    superseded = [o for o in kept
+                  if any(override_key(o) == k or override_key(o).startswith(k + ".") for k in extra_keys)]
+    overrides = [o for o in kept if o not in superseded] + extra + [f"output_dir={output_dir}"]
     try:
         cfg = compose(overrides)
     except Exception as exc:
