@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,15 +10,10 @@ import pytest
 
 from bench.report.runs import RunRecord
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "estimator_training.py"
 
-
-@pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("estimator_training", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def script(benchmark_script):
+    return benchmark_script("estimator_training")
 
 
 def _record(tmp_path: Path, estimator: str | None, seed: int, ndcg: float, fit_s: float, rank: float) -> RunRecord:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -12,15 +11,10 @@ from scipy import stats
 
 from bench.report.runs import RunRecord
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "negatives_study.py"
 
-
-@pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("negatives_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def script(benchmark_script):
+    return benchmark_script("negatives_study")
 
 
 def _record(tmp_path: Path, loss: str, mode: str | None, seed: int, ndcg: float, fit_s: float) -> RunRecord:
