@@ -14,6 +14,61 @@ from bench.models import MODELS
 from bench.models.base import EmbeddingModel
 
 
+class ThreadStableLayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm`` whose gradients do not depend on the CPU thread count.
+
+    The fused CPU kernel sums the weight and bias gradients over rows in per-thread buffers,
+    so they change in the last bits with the number of threads. Normalising without the affine
+    part and applying it as a separate ``addcmul`` leaves those sums to autograd's reductions,
+    which split the same way at any thread count.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = nn.functional.layer_norm(x, self.normalized_shape, None, None, self.eps)
+        if self.weight is None:
+            return y
+        return y * self.weight if self.bias is None else torch.addcmul(self.bias, y, self.weight)
+
+
+class SASRecBlock(nn.Module):
+    r"""One pre-norm transformer block, :math:`x + \mathrm{Att}(\mathrm{LN}(x))`, then
+    :math:`x + \mathrm{FFN}(\mathrm{LN}(x))` with a ReLU feed-forward of width d.
+
+    Written out rather than ``nn.TransformerEncoderLayer`` because PyTorch's CPU softmax and
+    attention backward kernels split their sums by thread, so a sweep job (cores / jobs threads)
+    would train differently from a single run; here the softmax is :math:`\exp(s - \mathrm{lse}(s))`,
+    whose gradient is the same at any thread count.
+
+    Args:
+        dim: d. heads: attention heads (d divisible by heads). dropout: on attention weights and
+            each residual branch, in training.
+    """
+
+    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = ThreadStableLayerNorm(dim), ThreadStableLayerNorm(dim)
+        self.qkv, self.out = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.ffn = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(dim, dim))
+        self.dropout = nn.Dropout(dropout)
+        nn.init.xavier_uniform_(self.qkv.weight)  # as nn.MultiheadAttention initialises
+        nn.init.zeros_(self.qkv.bias)
+        nn.init.zeros_(self.out.bias)
+
+    def attention(self, x: Tensor, hidden: Tensor) -> Tensor:
+        """(B, L, d) inputs, (B, L, L) bool ``hidden`` (True: the key is not visible) -> (B, L, d)."""
+        B, L, d = x.shape
+        q, k, v = self.qkv(x).view(B, L, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        s = s.masked_fill(hidden.unsqueeze(1), float("-inf"))
+        weights = self.dropout(torch.exp(s - s.logsumexp(-1, keepdim=True)))  # softmax, thread-stable
+        return self.out((weights @ v).transpose(1, 2).reshape(B, L, d))
+
+    def forward(self, x: Tensor, hidden: Tensor) -> Tensor:
+        x = x + self.dropout(self.attention(self.norm1(x), hidden))
+        return x + self.dropout(self.ffn(self.norm2(x)))
+
+
 @MODELS.register("sasrec")
 class SASRec(EmbeddingModel):
     r"""The state after a history :math:`(i_1, ..., i_t)` (its last ``max_len`` items) is
@@ -44,10 +99,8 @@ class SASRec(EmbeddingModel):
         self.item_emb = nn.Embedding(n_items + 1, dim, padding_idx=n_items)
         self.pos_emb = nn.Embedding(max_len, dim)
         self.dropout = nn.Dropout(dropout)
-        layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=dim, dropout=dropout, batch_first=True,
-                                           norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(dim)
+        self.blocks = nn.ModuleList(SASRecBlock(dim, heads, dropout) for _ in range(layers))
+        self.norm = ThreadStableLayerNorm(dim)
         nn.init.xavier_normal_(self.item_emb.weight)
         with torch.no_grad():
             self.item_emb.weight[self.pad].zero_()
@@ -89,9 +142,10 @@ class SASRec(EmbeddingModel):
         # attention row is empty (an all-masked row would put NaN into later layers)
         future = torch.triu(torch.ones(L, L, dtype=torch.bool, device=window.device), diagonal=1)
         eye = torch.eye(L, dtype=torch.bool, device=window.device)
-        mask = future.unsqueeze(0) | (pad.unsqueeze(1) & ~eye.unsqueeze(0))
-        mask = mask.repeat_interleave(self.heads, dim=0)
-        return self.norm(self.encoder(x, mask=mask))
+        hidden = future.unsqueeze(0) | (pad.unsqueeze(1) & ~eye.unsqueeze(0))
+        for block in self.blocks:
+            x = block(x, hidden)
+        return self.norm(x)
 
     def user_states(self, users: Tensor, stage: str = "valid") -> Tensor:
         """(B, d) states after each user's training history (+ validation item at test)."""
