@@ -1,7 +1,8 @@
 """Placing the jobs of a parallel local sweep (``hydra/launcher=parallel``, joblib).
 
 Each joblib worker is a process running one job at a time; without placement every job
-would take GPU 0 and all CPU cores. Job k takes GPU k mod #GPUs, or cores / n_jobs threads.
+would take GPU 0 and all CPU cores. Job k takes GPU k mod #GPUs, or cores / n_jobs threads; with
+the deterministic kernels runs use by default, the thread count does not change the numbers.
 """
 
 from __future__ import annotations

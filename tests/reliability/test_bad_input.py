@@ -37,7 +37,8 @@ def test_out_of_range_settings_stop_before_anything_is_built(override, message, 
 def test_the_command_line_says_it_in_one_line(tiny, run_cli, tmp_path):
     proc = run_cli([*tiny, "optimizer.lr=-1", "logger=none", "hydra.run.dir=run"], cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == "error: optimizer.lr=-1 is out of range: use a number >= 0 (0 evaluates the untrained model)"
+    assert proc.stderr.strip().splitlines()[-1] == ("error: optimizer.lr=-1 is out of range: "
+                                                    "use a number >= 0 (0 evaluates the untrained model)")
     assert RunResult.read(tmp_path / "run").status == "failed"
 
 
