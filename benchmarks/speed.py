@@ -10,6 +10,10 @@
     evaluation reported.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/speed.py [--dataset gowalla] [--batches 100]
+        [--deterministic warn|false]
+
+Both sides use the kernels runs use (``trainer.deterministic``, default ``warn``); ``false`` times
+PyTorch's default kernels, to see what determinism costs.
 
 ``--batches 0`` times a whole epoch (791 batches on Gowalla: minutes on a CPU).
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Literal
 
 import lightning as L
 import torch
@@ -58,11 +63,16 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--modes", nargs="+", default=["per_pair", "shared"], choices=["per_pair", "shared"],
                         help="train.negatives modes to time")
+    parser.add_argument("--deterministic", default="warn", choices=["warn", "false"],
+                        help="trainer.deterministic of the timed runs (both sides)")
     args = parser.parse_args()
+    deterministic: Literal["warn"] | bool = "warn" if args.deterministic == "warn" else False
+    torch.use_deterministic_algorithms(deterministic == "warn", warn_only=True)
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     results: dict[str, float] = {}
-    print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"deterministic {args.deterministic}")
 
     data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
     dm = RankingDataModule(split_validation(data, 0.1, 0), seed=0)
@@ -157,7 +167,7 @@ def main() -> None:
         trainer = L.Trainer(max_epochs=1, limit_train_batches=n_batches, limit_val_batches=0, logger=False,
                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                             accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
-                            use_distributed_sampler=False, num_sanity_val_steps=0)
+                            use_distributed_sampler=False, num_sanity_val_steps=0, deterministic=deterministic)
         t0 = time.perf_counter()
         trainer.fit(module, datamodule=dm)
         sync()
