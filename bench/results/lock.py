@@ -100,8 +100,16 @@ class RunLock:
             with os.fdopen(fd, "w") as f:
                 json.dump(me, f)
             self.held = True
+            self._remove_stale_temporaries()
             return
         raise BenchError(f"could not lock {self.folder}; remove {self.path} and retry")
+
+    def _remove_stale_temporaries(self) -> None:
+        # a run killed while writing a file atomically leaves its temporary copy (kill -9 runs no
+        # cleanup); holding the lock, nothing else can be writing one
+        for tmp in self.folder.glob("*.tmp"):
+            log.info("removing %s, left by a run killed while writing it", tmp.name)
+            tmp.unlink(missing_ok=True)
 
     def release(self) -> None:
         if self.held:

@@ -1,6 +1,6 @@
 """kill -9 at each phase of a run, then resume= (issue 13): a run killed in its first epoch has
-nothing to resume and says so; killed later (mid-training, during the test), it resumes in its
-folder to the results of an uninterrupted run."""
+nothing to resume and says so; killed later (mid-training, during the test, while writing its
+final results), it resumes in its folder to the results of an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ KILLER = textwrap.dedent("""
 
         def __init__(self, phase, epoch=0):
             self.phase, self.epoch = phase, epoch
+            if phase == "results_write":  # the completed record written to its temporary file, not yet renamed
+                real = os.replace
+
+                def replace(src, dst):
+                    if str(dst).endswith("results.json") and b'"status": "completed"' in open(src, "rb").read():
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    return real(src, dst)
+
+                os.replace = replace
 
         def _die(self, trainer):
             if trainer.current_epoch == self.epoch:
@@ -83,13 +92,15 @@ def test_killed_in_the_first_epoch_there_is_nothing_to_resume(schedule, tmp_path
     assert "no checkpoints/last.ckpt (the run ended before its first epoch); start it again" in proc.stderr
 
 
-@pytest.mark.parametrize("phase,epoch", [("mid_training", 3), ("test", 0)])
+@pytest.mark.parametrize("phase,epoch", [("mid_training", 3), ("test", 0), ("results_write", 0)])
 def test_killed_later_it_resumes_to_the_uninterrupted_results(phase, epoch, schedule, uninterrupted, tmp_path):
     folder = _killed(schedule, tmp_path, phase, epoch)
+    leftovers = list(folder.glob("*.tmp"))
+    assert (phase == "results_write") == bool(leftovers)  # kill -9 leaves the temporary copy
     # the killer is one of the run's recorded overrides: the resume drops it (callbacks may change)
     proc = _bench([f"resume={folder}", "+callbacks.kill=null"], tmp_path, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = RunResult.read(folder)
     assert res.status == "completed" and res.test == uninterrupted.test
     assert res.best["epoch"] == uninterrupted.best["epoch"] and res.history == uninterrupted.history
-    assert not (folder / ".lock").exists()
+    assert not (folder / ".lock").exists() and not list(folder.glob("*.tmp"))
