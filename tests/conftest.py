@@ -61,10 +61,10 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_SILENT", "true")
 
 
-@pytest.fixture
-def tiny() -> list[str]:
+@pytest.fixture(scope="session")
+def tiny() -> tuple[str, ...]:
     """Overrides of a small synthetic problem: 120 users, 80 items, 3 epochs, N = 50."""
-    return list(TINY)
+    return tuple(TINY)
 
 
 @pytest.fixture

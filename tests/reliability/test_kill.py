@@ -62,16 +62,21 @@ def _bench(args, cwd, extra_path=None):
                           timeout=300)
 
 
+SCHEDULE = ["trainer.max_epochs=4", "trainer.check_val_every_n_epoch=2", "logger=csv"]
+
+
 @pytest.fixture
 def schedule(tiny):
-    return [*tiny, "trainer.max_epochs=4", "trainer.check_val_every_n_epoch=2", "logger=csv"]
+    return [*tiny, *SCHEDULE]
 
 
-@pytest.fixture
-def uninterrupted(schedule, tmp_path):
-    proc = _bench([*schedule, f"hydra.run.dir={tmp_path / 'full'}"], tmp_path)
+@pytest.fixture(scope="module")
+def uninterrupted(tiny, tmp_path_factory):
+    """The run uninterrupted, once for the module's kill phases."""
+    where = tmp_path_factory.mktemp("uninterrupted")
+    proc = _bench([*tiny, *SCHEDULE, f"hydra.run.dir={where / 'full'}"], where)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return RunResult.read(tmp_path / "full")
+    return RunResult.read(where / "full")
 
 
 def _killed(schedule, tmp_path, phase, epoch=0):
