@@ -10,7 +10,7 @@
     evaluation reported.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/speed.py [--dataset gowalla] [--batches 100]
-        [--deterministic warn|false]
+        [--deterministic warn|false] [--adam foreach|fused]
 
 Both sides use the kernels runs use (``trainer.deterministic``, default ``warn``); ``false`` times
 PyTorch's default kernels, to see what determinism costs.
@@ -63,16 +63,19 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--modes", nargs="+", default=["per_pair", "shared"], choices=["per_pair", "shared"],
                         help="train.negatives modes to time")
+    parser.add_argument("--adam", default="foreach", choices=["foreach", "fused"],
+                        help="Adam's implementation on both sides (the runs' default: foreach)")
     parser.add_argument("--deterministic", default="warn", choices=["warn", "false"],
                         help="trainer.deterministic of the timed runs (both sides)")
     args = parser.parse_args()
     deterministic: Literal["warn"] | bool = "warn" if args.deterministic == "warn" else False
     torch.use_deterministic_algorithms(deterministic == "warn", warn_only=True)
+    adam = {"foreach": True} if args.adam == "foreach" else {"fused": True}
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     results: dict[str, float] = {}
     print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"deterministic {args.deterministic}")
+          f"deterministic {args.deterministic}, Adam {args.adam}")
 
     data = IRBenchmark(args.dataset, data_dir=os.environ.get("BENCH_DATA_DIR")).load()
     dm = RankingDataModule(split_validation(data, 0.1, 0), seed=0)
@@ -143,7 +146,7 @@ def main() -> None:
         def bare(batches: list = batches) -> float:
             model, loss = fresh()
             model = model.to(device)
-            opt = torch.optim.Adam(model.parameters(), lr=0.1)
+            opt = torch.optim.Adam(model.parameters(), lr=0.1, **adam)
             sync()
             t0 = time.perf_counter()
             for users, items, negs, valid in batches:
@@ -163,7 +166,7 @@ def main() -> None:
 
         t_bare_before = bare()
         model, loss = fresh()
-        module = RankingModule(model, loss, lambda p: torch.optim.Adam(p, lr=0.1), seed=0, negatives=mode)
+        module = RankingModule(model, loss, lambda p: torch.optim.Adam(p, lr=0.1, **adam), seed=0, negatives=mode)
         trainer = L.Trainer(max_epochs=1, limit_train_batches=n_batches, limit_val_batches=0, logger=False,
                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                             accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
