@@ -48,7 +48,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="steps per timing")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--deterministic", default="warn", choices=["warn", "false"],
+                        help="deterministic kernels, as runs use them (trainer.deterministic), or PyTorch's default")
     args = parser.parse_args()
+    torch.use_deterministic_algorithms(args.deterministic == "warn", warn_only=True)
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
@@ -64,7 +67,8 @@ def main() -> None:
         rows = rows.to(device)
         batches.append((rows, dm.sampler.sample(rows[:, 0], 1000, negatives_generator(device, 0, 0, b))))
     print(f"{args.dataset}: {splits.n_users} users x {splits.n_items} items; {len(batches)} batches of "
-          f"{batches[0][0].shape[0]} pairs; device {device}, {torch.get_num_threads()} threads")
+          f"{batches[0][0].shape[0]} pairs; device {device}, {torch.get_num_threads()} threads, "
+          f"deterministic {args.deterministic}")
 
     setups = {}
     for label, spec in LOSSES.items():
