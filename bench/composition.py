@@ -74,6 +74,13 @@ def _plain(cfg: Any, path: str = "") -> dict[str, Any]:
     return out
 
 
+#: settings whose default changed over time without changing what a run computes beyond the
+#: last bits; a resumed run keeps the value it was started with (one of the allowed values)
+RECORDED_WINS: dict[str, tuple[Any, ...]] = {
+    "trainer.deterministic": (False, True, "warn"),  # default false until deterministic kernels became it
+}
+
+
 def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] = ()) -> DictConfig:
     """The config of a recorded run, rebuilt from ``conf/`` and the run's overrides.
 
@@ -108,6 +115,12 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
     # a setting the run's code did not have yet is taken at its default (settings are added with
     # the earlier behaviour as default); one it had must agree, and none may have disappeared
     changed = sorted(k for k in saved if k not in ignore and rebuilt.get(k, _ABSENT) != saved[k])
+    kept_own = [k for k in changed if k in RECORDED_WINS and saved[k] in RECORDED_WINS[k]]
+    for k in kept_own:  # a default that changed since the run started: the run continues as it began
+        OmegaConf.update(cfg, k, saved[k])
+        log.info("%s continues with its recorded %s=%s (this code's default: %s)", res.run_dir, k, saved[k],
+                 rebuilt.get(k))
+    changed = [k for k in changed if k not in kept_own]
     added = sorted(k for k in rebuilt if k not in saved and k not in ignore)
     if added:
         log.info("%s predates %s; taking their defaults", res.run_dir, ", ".join(added))

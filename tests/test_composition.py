@@ -35,6 +35,9 @@ def test_settings_newer_than_the_run_take_their_defaults_others_must_agree(saved
     changed.config["loss"]["tau_w"] = 3.0
     with pytest.raises(BenchError, match=r"rebuilds the run with other values \(loss\.tau_w: 3\.0 -> 2\.0\)"):
         recompose_run(changed, tmp_path)
+    before = copy.deepcopy(saved)
+    before.config["trainer"]["deterministic"] = False  # started when the default was false
+    assert recompose_run(before, tmp_path).trainer.deterministic is False  # continues as it began
     gone = copy.deepcopy(saved)
     gone.config["loss"]["old_switch"] = 1  # a setting this code no longer has
     with pytest.raises(BenchError, match=r"loss\.old_switch: 1 -> \(absent\)"):
