@@ -13,7 +13,7 @@ from hydra.types import RunMode
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
-from bench.composition import CONFIG_DIR, compose, recompose_run
+from bench.composition import CONFIG_DIR, compose, recompose_run, supersede
 from bench.errors import BenchError, FolderTaken, find_user_error
 from bench.experiments import apply_per_loss
 from bench.results import CHECKPOINT_DIR, FAILED, RESULTS_FILE, RunResult, override_key
@@ -38,9 +38,7 @@ def _resume_target(run_dir: str, extra: list[str]) -> tuple[DictConfig, Path, li
     cfg = recompose_run(res, path, extra)
     if extra:
         log.info("resume applies %s", " ".join(extra))
-    keys = {override_key(o) for o in extra}
-    recorded = [o for o in res.overrides if override_key(o) not in keys] + extra
-    return cfg, last, recorded
+    return cfg, last, supersede(res.overrides, extra)
 
 
 def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -> None:

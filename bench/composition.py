@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,9 +47,9 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    if GlobalHydra.instance().is_initialized():  # inside the app (or a test's Hydra context): same conf/
-        return apply_per_loss(hydra_compose(config_name="config", overrides=list(overrides)), overrides)
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    # inside the app (or a test's Hydra context) Hydra already reads the same conf/
+    inside = GlobalHydra.instance().is_initialized()
+    with nullcontext() if inside else initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         return apply_per_loss(hydra_compose(config_name="config", overrides=list(overrides)), overrides)
 
 
@@ -56,6 +57,14 @@ def is_extending(override: str) -> bool:
     """May a resume add this override (it changes where or how long, not what is learned)?"""
     key = override_key(override)
     return key in EXTENDING_KEYS or key.startswith(WHERE_PREFIXES)
+
+
+def supersede(recorded: Iterable[str], extra: Sequence[str]) -> list[str]:
+    """``recorded`` overrides without those an ``extra`` one replaces (of its key or a key below
+    it: ``+callbacks.x=null`` drops every recorded ``callbacks.x...``), then ``extra``."""
+    keys = {override_key(o) for o in extra}
+    return [o for o in recorded
+            if not any(override_key(o) == k or override_key(o).startswith(k + ".") for k in keys)] + list(extra)
 
 
 def _plain(cfg: Any, path: str = "") -> dict[str, Any]:
@@ -99,10 +108,7 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
                          "start a new run for that (allowed with resume=: trainer.max_epochs, logger, devices)")
     kept = [o for o in res.job_overrides if override_key(o) not in WHERE_KEYS and not o.startswith("hydra")]
     extra_keys = {override_key(o) for o in extra}
-    # an extra override replaces the recorded ones of its key and below (+callbacks.x=null drops callback x)
-    superseded = [o for o in kept
-                  if any(override_key(o) == k or override_key(o).startswith(k + ".") for k in extra_keys)]
-    overrides = [o for o in kept if o not in superseded] + extra + [f"output_dir={output_dir}"]
+    overrides = [*supersede(kept, extra), f"output_dir={output_dir}"]
     try:
         cfg = compose(overrides)
     except Exception as exc:

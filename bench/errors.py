@@ -21,6 +21,13 @@ class ConfigError(BenchError):
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT, errno.ENOTDIR, errno.EPERM})
 
 
+def storage_error(exc: OSError, path: object = None) -> BenchError:
+    """The one-line error for an OS error of storage while writing ``path`` (default: the error's file)."""
+    where = path if path is not None else exc.filename
+    return BenchError(f"cannot write {f'{where}: ' if where else ''}{exc.strerror or exc}; free some space or choose "
+                      "another output folder (hydra.run.dir=...)")
+
+
 def find_user_error(exc: BaseException) -> BenchError | None:
     """The BenchError behind ``exc``, following ``raise ... from`` chains (Hydra's
     ``instantiate`` wraps constructor errors in its own exception); an OS error of storage
@@ -35,11 +42,7 @@ def find_user_error(exc: BaseException) -> BenchError | None:
             storage = current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
-    if storage is not None:
-        where = f"{storage.filename}: " if storage.filename else ""
-        return BenchError(f"cannot write {where}{storage.strerror}; free some space or choose another output folder "
-                          "(hydra.run.dir=...)")
-    return None
+    return storage_error(storage) if storage is not None else None
 
 
 class DataError(BenchError):

@@ -7,7 +7,6 @@ the data is loaded, and the callbacks of ``conf/callbacks/`` complete it when te
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import time
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from bench.loggers import build_loggers
 from bench.models import MODELS
 from bench.parallel import place_current_job
 from bench.results import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
-from bench.results.callbacks import now_iso
+from bench.results.callbacks import host_info, now_iso
 from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
 from bench.tasks.datamodule import RankingDataModule
@@ -143,7 +142,7 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     record.started_at = record.started_at if resume_checkpoint else now_iso()
     record.resumed_from = str(resume_checkpoint) if resume_checkpoint else record.resumed_from
     record.versions = _versions()
-    record.host = {"name": platform.node(), "pid": os.getpid(), "torch_threads": torch.get_num_threads()}
+    record.host = host_info()
     if writer:
         if resume_checkpoint is None:
             atomic_write_bytes(out / RUN_CONFIG_FILE, OmegaConf.to_yaml(resolved).encode())

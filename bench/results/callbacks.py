@@ -29,6 +29,11 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def host_info() -> dict[str, object]:
+    """Where this process runs: the machine, its pid (the run lock's owner) and torch's CPU threads."""
+    return {"name": platform.node(), "pid": os.getpid(), "torch_threads": torch.get_num_threads()}
+
+
 class WriteResults(L.Callback):
     """Complete ``results.json`` and write ``per_user_test.npz`` when testing ends.
 
@@ -82,7 +87,7 @@ class WriteResults(L.Callback):
         result.per_user_test = PER_USER_FILE
         result.timing_s = timing
         result.device = str(pl_module.device)
-        result.host = {"name": platform.node(), "pid": os.getpid(), "torch_threads": torch.get_num_threads()}
+        result.host = host_info()
         result.finished_at = finished
         result.write(self.dirpath)
 

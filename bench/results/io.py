@@ -20,7 +20,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         BenchError: the folder cannot be made or written (permissions, a full disk), naming the
             path; no temporary file is left behind.
     """
-    from bench.errors import BenchError
+    from bench.errors import storage_error
 
     path = Path(path)
     tmp = None
@@ -33,8 +33,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        raise BenchError(f"cannot write {path}: {exc.strerror or exc}; free some space or choose another output "
-                         "folder (hydra.run.dir=...)") from exc
+        raise storage_error(exc, path) from exc
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
