@@ -144,6 +144,36 @@ class Queries:
         own, shared = rows[: self.items.numel()], rows[self.items.numel():]
         return (self.vectors * own).sum(-1), self.vectors @ shared.T
 
+    def score_groups(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        """Scores of each query's own positive and of its group's M items.
+
+        Rows are split into consecutive groups of s = ceil(P / G) rows (row r is in group
+        r // s; the loader shuffles rows, so the groups are random); group g scores
+        ``items[g]``.
+
+        Args:
+            items: (G, M) item ids, one draw per group; G = ceil(P / s) groups.
+        Returns:
+            pos (P,) and (P, M) scores with gradient: a batched (s, d) x (d, M) matmul per
+            group over the G * M gathered item rows, or, when gathering those rows costs
+            more than scoring the whole catalogue (:data:`GATHER_COST_IN_MACS`), one full
+            (P, d) x (d, I) matmul and a gather.
+        """
+        n_groups, m = items.shape
+        p, dim = self.vectors.shape
+        size = -(-p // n_groups)
+        per_row = items.repeat_interleave(size, dim=0)[:p]
+        n_items = self.item_emb.shape[0]
+        if n_groups * m * GATHER_COST_IN_MACS + p * m >= p * n_items:
+            table = F.normalize(self.item_emb, dim=-1) if self.cosine else self.item_emb
+            scores = self.vectors @ table.T
+            return scores.gather(1, self.items.unsqueeze(1)).squeeze(1), scores.gather(1, per_row)
+        rows = self.item_emb[torch.cat([self.items, items.reshape(-1)])]
+        rows = F.normalize(rows, dim=-1) if self.cosine else rows
+        own, drawn = rows[:p], rows[p:].view(n_groups, m, dim)
+        padded = F.pad(self.vectors, (0, 0, 0, n_groups * size - p)).view(n_groups, size, dim)
+        return (self.vectors * own).sum(-1), torch.bmm(padded, drawn.transpose(1, 2)).reshape(-1, m)[:p]
+
     @torch.no_grad()
     def full_rows(self, rows: Tensor) -> Tensor:
         """(r,) row indices into this batch -> (r, n_items) scores of every item for those

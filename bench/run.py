@@ -163,7 +163,8 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     splits = datamodule.splits
     model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
     module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
-                           negatives=str(cfg.train.get("negatives", "per_pair")))
+                           negatives=str(cfg.train.get("negatives", "per_pair")),
+                           shared_groups=int(cfg.train.get("shared_groups", 1)))
 
     logger_cfg = cfg.get("logger")
     if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):

@@ -109,11 +109,19 @@ class UniformNegativeSampler:
             raise DataError(f"user {int(full[0])} has every item as a training positive; no negative can be drawn")
         self.train = train
 
-    def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu") -> Tensor:
-        """(n,) item ids drawn uniformly with replacement from the whole catalogue: one draw
-        that every row of a batch shares (rows mask their own positives, see
-        :meth:`is_positive`)."""
-        return torch.randint(0, self.train.n_items, (n,), generator=generator, device=device)
+    def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu",
+                      groups: int | None = None) -> Tensor:
+        """Item ids drawn uniformly with replacement from the whole catalogue: (n,), one draw
+        that every row of a batch shares, or (groups, n), one draw per group of rows (rows
+        mask their own positives, see :meth:`is_positive` and :meth:`is_positive_each`)."""
+        shape = (n,) if groups is None else (groups, n)
+        return torch.randint(0, self.train.n_items, shape, generator=generator, device=device)
+
+    def is_positive_each(self, users: Tensor, items: Tensor) -> Tensor:
+        """(B, M) bool: is ``items[b, j]`` a training positive of ``users[b]``? users (B,),
+        items (B, M): each row its own items (one (B, I) bitmap and a gather, as
+        :meth:`sample`'s rejection test)."""
+        return self.train.on(users.device).dense_rows(users).gather(1, items)
 
     def is_positive(self, users: Tensor, items: Tensor) -> Tensor:
         """(B, M) bool: is ``items[j]`` a training positive of ``users[b]``? users (B,), items (M,).

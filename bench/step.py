@@ -6,7 +6,8 @@ A step turns a loader batch into the loss's inputs and the loss value:
    or one causal pass per step),
 2. negatives are drawn for the queries' users (or given): ``per_pair``, N fresh negatives per
    pair, uniform over the user's non-positives; or ``shared``, one uniform draw of N items for
-   the whole batch, each row's own training positives in it masked out of its denominator,
+   the whole batch (or one per group of rows), each row's own training positives in it masked
+   out of its denominator,
 3. positives and negatives are scored (:meth:`bench.contracts.Queries.score`, the one place
    that chooses between gathering item rows and a full matmul; shared negatives are one
    (P, d) x (d, N) matmul, :meth:`~bench.contracts.Queries.score_shared`),
@@ -65,7 +66,7 @@ class StepOutput:
 
 def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
                sampler: UniformNegativeSampler | None = None, generator: torch.Generator | None = None,
-               negatives: Tensor | None = None, mode: str = "per_pair") -> StepOutput:
+               negatives: Tensor | None = None, mode: str = "per_pair", groups: int = 1) -> StepOutput:
     """Forward part of one training step.
 
     Args:
@@ -77,24 +78,37 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
         mode: "per_pair" (N fresh negatives per pair) or "shared" (one draw of N items for the
             batch; losses that keep one negative per pair, ``loss.shares_negatives = False``
             such as BPR, stay per-pair).
+        groups: shared mode only: split the rows into this many groups (consecutive rows,
+            ceil(P / groups) each), each with its own draw of N items; 1 = one draw for the batch.
     Returns:
         the :class:`StepOutput`; call ``output.loss.backward()``, step the optimiser,
         then :func:`after_update`.
     """
     if mode not in NEGATIVE_MODES:
         raise ConfigError(f"unknown train.negatives '{mode}'; use {' or '.join(NEGATIVE_MODES)}")
+    if groups < 1:
+        raise ConfigError(f"train.shared_groups={groups} is out of range: use an integer >= 1")
     queries = model.encode(rows)
-    valid = None
+    valid = draws = None
     if negatives is None:
         if sampler is None or generator is None:
             raise ValueError("train_step needs negatives, or a sampler and a generator to draw them")
-        if mode == "shared" and loss.shares_negatives:
+        n_rows = queries.users.numel()
+        if mode == "shared" and loss.shares_negatives and groups > 1:
+            n_groups = -(-n_rows // -(-n_rows // groups))  # groups of ceil(P / groups) rows
+            draws = sampler.sample_shared(loss.n_negatives, generator, queries.users.device, groups=n_groups)
+            negatives = draws.repeat_interleave(-(-n_rows // n_groups), dim=0)[:n_rows]
+            valid = ~sampler.is_positive_each(queries.users, negatives)
+        elif mode == "shared" and loss.shares_negatives:
             draw = sampler.sample_shared(loss.n_negatives, generator, queries.users.device)
             valid = ~sampler.is_positive(queries.users, draw)
-            negatives = draw.expand(queries.users.numel(), -1)
+            negatives = draw.expand(n_rows, -1)
         else:
             negatives = sampler.sample(queries.users, loss.n_negatives, generator)
-    if valid is not None:  # a shared draw: one matmul over its N rows; a row's own positives masked
+    if valid is not None and draws is not None:  # a draw per group of rows; a row's own positives masked
+        pos, neg = queries.score_groups(draws)
+        neg = neg.masked_fill(~valid, float("-inf"))
+    elif valid is not None:  # a shared draw: one matmul over its N rows; a row's own positives masked
         pos, neg = queries.score_shared(negatives[0])
         neg = neg.masked_fill(~valid, float("-inf"))
     else:
@@ -118,11 +132,12 @@ def after_update(loss: RecLoss, output: StepOutput) -> None:
 
 def optimise(model: EmbeddingModel, loss: RecLoss, optimizer: torch.optim.Optimizer, rows: Tensor, *,
              sampler: UniformNegativeSampler | None = None, generator: torch.Generator | None = None,
-             negatives: Tensor | None = None, mode: str = "per_pair") -> StepOutput:
+             negatives: Tensor | None = None, mode: str = "per_pair", groups: int = 1) -> StepOutput:
     """A whole step outside Lightning: zero the gradients, :func:`train_step`, backward,
     optimiser step, :func:`after_update`."""
     optimizer.zero_grad(set_to_none=True)
-    output = train_step(model, loss, rows, sampler=sampler, generator=generator, negatives=negatives, mode=mode)
+    output = train_step(model, loss, rows, sampler=sampler, generator=generator, negatives=negatives, mode=mode,
+                         groups=groups)
     output.loss.backward()
     optimizer.step()
     after_update(loss, output)

@@ -2,10 +2,14 @@
 several seeds; is the difference in test metrics beyond seed noise, and what does each cost?
 
     BENCH_DATA_DIR=../shared/data python benchmarks/negatives_study.py --dataset health --losses sl slk
-        [--seeds 0,1,2,3,4] [--per-pair-seeds 0,1] [--out benchmarks/results/negatives] [--report-only]
+        [--seeds 0,1,2,3,4] [--per-pair-seeds 0,1] [--groups 1024] [--out benchmarks/results/negatives]
+        [--report-only]
 
 Each (loss, mode) is ``+experiment=paper/table2_mf_<dataset> loss=<loss> train.negatives=<mode>``
-(the paper's tuned settings, 200 epochs, validation every 5) in its own sweep folder under
+(the paper's tuned settings, 200 epochs, validation every 5); ``--groups G`` adds the arm
+``shared/G``: shared mode with one draw per group of ceil(B / G) rows (``train.shared_groups=G``;
+G = B: a draw per row, which separates sharing a draw across rows from masking positives
+instead of rejecting them). Each arm runs in its own sweep folder under
 ``--out/<dataset>``; seeds that already have a completed run are not rerun (each call sweeps the
 missing ones into a sub-folder), so a study can be spread over several sessions. Prints, per
 loss: Recall@20 and NDCG@20 (mean ± 95% CI over seeds) in each mode, the shared - per-pair NDCG@20
@@ -31,7 +35,13 @@ MODES = ("per_pair", "shared")
 
 
 def sweep_dir(out: Path, dataset: str, loss: str, mode: str) -> Path:
-    return out / dataset / f"{loss}-{mode}"
+    return out / dataset / f"{loss}-{mode.replace('/', '-g')}"
+
+
+def mode_overrides(mode: str) -> list[str]:
+    """``per_pair``, ``shared`` or ``shared/G`` -> the run's overrides."""
+    base, _, groups = mode.partition("/")
+    return [f"train.negatives={base}", *([f"train.shared_groups={groups}"] if groups else [])]
 
 
 def run_sweep(dataset: str, loss: str, mode: str, seeds: str, out: Path) -> None:
@@ -43,14 +53,17 @@ def run_sweep(dataset: str, loss: str, mode: str, seeds: str, out: Path) -> None
         return
     part = folder / ("seeds-" + "-".join(map(str, todo)))
     cmd = [sys.executable, "-m", "bench", "-m", f"+experiment=paper/table2_mf_{dataset}", f"loss={loss}",
-           f"train.negatives={mode}", "logger=csv", f"hydra.sweep.dir={part}", f"seed={','.join(map(str, todo))}"]
+           *mode_overrides(mode), "logger=csv", f"hydra.sweep.dir={part}", f"seed={','.join(map(str, todo))}"]
     print("+", " ".join(cmd), flush=True)
     if subprocess.run(cmd, check=False).returncode != 0:
         print(f"{part}: the sweep reported failed jobs; see its summary.md", flush=True)
 
 
 def _mode(r: RunRecord) -> str:
-    return next((o.split("=", 1)[1] for o in r.overrides if o.startswith("train.negatives=")), "per_pair")
+    def value(key: str, default: str) -> str:
+        return next((o.split("=", 1)[1] for o in r.overrides if o.startswith(f"{key}=")), default)
+    groups = value("train.shared_groups", "1")
+    return value("train.negatives", "per_pair") + (f"/{groups}" if groups != "1" else "")
 
 
 def _fit_minutes(runs: list[RunRecord]) -> float:
@@ -67,13 +80,15 @@ def table(records: list[RunRecord], k: int = 20) -> str:
              f"| p (seeds) | p (users) | fit min / run |", "|" + "---|" * 10]
     for loss in sorted({loss for loss, _ in by}):
         base = list(by.get((loss, "per_pair"), {}).values())
-        for mode in MODES:
+        grouped = {m for lo, m in by if lo == loss and m not in MODES}  # shared/G arms, by G
+        arms = [*MODES, *sorted(grouped, key=lambda m: int(m.partition("/")[2]))]
+        for mode in arms:
             runs = list(by.get((loss, mode), {}).values())
             if not runs:
                 continue
             rc, nd = interval(runs, recall), interval(runs, ndcg)
             diff = rel = p_seed = p_user = "—"
-            if mode == "shared" and base:
+            if mode != "per_pair" and base:
                 c = compare(runs, base, ndcg)
                 a, b = {r.seed: r.test[ndcg] for r in runs}, {r.seed: r.test[ndcg] for r in base}
                 d = t_interval([a[s] - b[s] for s in sorted(set(a) & set(b))])
@@ -94,6 +109,8 @@ def main() -> int:
     parser.add_argument("--losses", nargs="+", default=["sl", "slk"])
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--per-pair-seeds", help="seeds of the per-pair runs when fewer (slow data sets)")
+    parser.add_argument("--groups", nargs="*", type=int, default=[],
+                        help="also run shared mode with a draw per this many groups of rows (train.shared_groups)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/negatives"))
     parser.add_argument("--extra", nargs="*", type=Path, default=[], help="more run or sweep folders to include")
     parser.add_argument("--report-only", action="store_true", help="only tabulate existing runs")
@@ -102,6 +119,8 @@ def main() -> int:
         for loss in args.losses:
             run_sweep(args.dataset, loss, "shared", args.seeds, args.out)
             run_sweep(args.dataset, loss, "per_pair", args.per_pair_seeds or args.seeds, args.out)
+            for groups in args.groups:
+                run_sweep(args.dataset, loss, f"shared/{groups}", args.seeds, args.out)
     folders = [p for p in [args.out / args.dataset, *args.extra] if p.exists()]
     records, notes = from_directories(folders) if folders else ([], [])
     records = [r for r in records if r.dataset == args.dataset and r.loss in args.losses]

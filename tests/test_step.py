@@ -134,6 +134,47 @@ def test_shared_negatives_are_one_draw_with_each_row_s_own_positives_masked(data
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
 
 
+@pytest.mark.parametrize("groups, size", [(4, 6), (5, 5), (24, 1), (100, 1)])  # 24 rows; 5 -> 5 groups of 5
+@pytest.mark.parametrize("n", [1, 3, 60])  # bmm (padded rows with n = 1) or one full matmul (score_groups)
+def test_shared_groups_give_each_group_of_rows_its_own_draw(data, groups, size, n):
+    torch.manual_seed(0)
+    model, loss = MF(30, 40, dim=8), build_loss("sl", tau=0.5, n_negatives=n)
+    rows = _rows(data)
+    sampler = UniformNegativeSampler(data.train)
+    gen = make_generator("cpu", 0, 0, 0, 2)
+    out = train_step(model, loss, rows, sampler=sampler, generator=gen, mode="shared", groups=groups)
+    batch = out.batch
+    n_groups = -(-24 // size)
+    draws = sampler.sample_shared(n, make_generator("cpu", 0, 0, 0, 2), groups=n_groups)
+    for r in range(24):  # row r takes draw r // size, its own positives masked
+        assert torch.equal(batch.negatives[r], draws[r // size])
+        own = torch.tensor([int(i) in set(data.train.indices[data.train.indptr[rows[r, 0]]:
+                                                             data.train.indptr[rows[r, 0] + 1]].tolist())
+                            for i in draws[r // size]])
+        assert torch.equal(batch.neg_valid[r], ~own)
+    full = model.score_users(rows[:, 0]).detach()
+    want = full.gather(1, batch.negatives)
+    assert torch.allclose(batch.pos, full.gather(1, rows[:, 1:2]).squeeze(1), atol=1e-6)
+    assert torch.isinf(batch.neg[~batch.neg_valid]).all()
+    assert torch.allclose(batch.neg[batch.neg_valid], want[batch.neg_valid], atol=1e-6)
+    terms = [torch.logsumexp((want[r][batch.neg_valid[r]] - batch.pos[r]) / 0.5, 0) if batch.neg_valid[r].any()
+             else torch.tensor(0.0) for r in range(24)]
+    assert out.loss.item() == pytest.approx(torch.stack(terms).mean().item(), rel=1e-5)
+    out.loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_one_group_is_the_one_shared_draw_and_groups_must_be_positive(data):
+    model, loss = MF(30, 40, dim=8), build_loss("sl", tau=0.5, n_negatives=60)
+    sampler = UniformNegativeSampler(data.train)
+    one = train_step(model, loss, _rows(data), sampler=sampler, generator=make_generator("cpu", 0, 0, 0, 2),
+                     mode="shared", groups=1)
+    assert torch.equal(one.batch.negatives, sampler.sample_shared(60, make_generator("cpu", 0, 0, 0, 2)).expand(24, -1))
+    with pytest.raises(ConfigError, match=r"train.shared_groups=0 is out of range: use an integer >= 1"):
+        train_step(model, loss, _rows(data), sampler=sampler, generator=make_generator("cpu", 0, 0, 0, 2),
+                   mode="shared", groups=0)
+
+
 def test_bpr_keeps_per_pair_negatives_in_shared_mode(data):
     model, loss = MF(30, 40, dim=8), build_loss("bpr", n_negatives=1)
     out = train_step(model, loss, _rows(data), sampler=UniformNegativeSampler(data.train),

@@ -40,20 +40,27 @@ class RankingModule(L.LightningModule):
         optimizer: a callable params -> torch optimizer (a Hydra partial).
         seed: run seed (negative sampling).
         negatives: "per_pair" or "shared" (``train.negatives``; see :mod:`bench.step`).
+        shared_groups: shared mode: one draw per this many groups of a batch's rows
+            (``train.shared_groups``; 1 = one draw for the batch).
     """
 
     def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
-                 seed: int, negatives: str = "per_pair") -> None:
+                 seed: int, negatives: str = "per_pair", shared_groups: int = 1) -> None:
         super().__init__()
         if negatives not in NEGATIVE_MODES:
             raise ConfigError(f"unknown train.negatives '{negatives}'; use {' or '.join(NEGATIVE_MODES)}")
         if negatives == "shared" and not loss.shares_negatives:
             log.info("train.negatives=shared: this loss keeps one negative per pair, so it draws them per pair")
+        if shared_groups < 1:
+            raise ConfigError(f"train.shared_groups={shared_groups} is out of range: use an integer >= 1")
+        if shared_groups > 1 and negatives != "shared":
+            log.info("train.shared_groups=%d applies to train.negatives=shared only; ignored", shared_groups)
         self.model = model
         self.loss = loss
         self.optimizer_factory = optimizer
         self.seed = seed
         self.negatives = negatives
+        self.shared_groups = int(shared_groups)
         self.sampler: UniformNegativeSampler | None = None
         self.val_evaluator: FullRankingEvaluator | None = None
         self.test_evaluator: FullRankingEvaluator | None = None
@@ -112,7 +119,7 @@ class RankingModule(L.LightningModule):
         global_batch = batch_idx * self.trainer.world_size + self.trainer.global_rank
         generator = negatives_generator(self.device, self.seed, self.current_epoch, global_batch)
         output = train_step(self.model, self.loss, rows, sampler=self.sampler, generator=generator,
-                            mode=self.negatives)
+                            mode=self.negatives, groups=self.shared_groups)
         if not torch.isfinite(output.loss):
             raise TrainingDiverged(
                 f"training loss is {output.loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
