@@ -123,23 +123,36 @@ class UniformNegativeSampler:
         :meth:`sample`'s rejection test)."""
         return self.train.on(users.device).dense_rows(users).gather(1, items)
 
-    def is_positive(self, users: Tensor, items: Tensor) -> Tensor:
-        """(B, M) bool: is ``items[j]`` a training positive of ``users[b]``? users (B,), items (M,).
+    def shared_hits(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
+        """Where a shared draw hits a row's own training positives, as sparse coordinates.
 
-        Each user's positives are looked up in an (|I|,) table of the draw's first column per
-        item (one gather per positive), so no (B, |I|) bitmap is built; an item drawn twice
-        marks all of its columns.
+        Args:
+            users: (B,) user of each row.
+            items: (M,) the draw (repeats allowed).
+        Returns:
+            (rows, cols): two (H,) int64 tensors, every (b, j) with ``items[j]`` a training
+            positive of ``users[b]``, each once. H is about B * M * |P_u| / |I|, a few per row,
+            so masking costs H writes instead of a pass over the (B, M) scores.
         """
         train = self.train.on(users.device)
         rows, positives = train.gather_rows(users)
-        m = items.numel()
-        first = torch.full((train.n_items,), m, dtype=torch.int64, device=users.device)  # m: not drawn
-        first.scatter_reduce_(0, items, torch.arange(m, device=users.device), reduce="amin")
-        col = first[positives]
-        drawn = col < m
-        hit_first = torch.zeros(users.numel(), m, dtype=torch.bool, device=users.device)
-        hit_first[rows[drawn], col[drawn]] = True
-        return hit_first[:, first[items]]  # every column of an item shares its first column's mark
+        counts = torch.bincount(items, minlength=train.n_items)
+        hits = counts[positives]  # columns that hold each (row, positive)
+        drawn = hits > 0
+        rows, positives, hits = rows[drawn], positives[drawn], hits[drawn]
+        order = torch.argsort(items, stable=True)  # the draw's columns grouped by item
+        first = torch.cumsum(counts, 0) - counts
+        total = int(hits.sum())
+        within = torch.arange(total, device=users.device) - torch.repeat_interleave(torch.cumsum(hits, 0) - hits, hits)
+        cols = order[torch.repeat_interleave(first[positives], hits) + within]
+        return torch.repeat_interleave(rows, hits), cols
+
+    def is_positive(self, users: Tensor, items: Tensor) -> Tensor:
+        """(B, M) bool: is ``items[j]`` a training positive of ``users[b]``? users (B,), items (M,)
+        (:meth:`shared_hits` as a dense mask; no (B, |I|) bitmap is built)."""
+        out = torch.zeros(users.numel(), items.numel(), dtype=torch.bool, device=users.device)
+        out[self.shared_hits(users, items)] = True
+        return out
 
     def sample(self, users: Tensor, n: int, generator: torch.Generator) -> Tensor:
         """(B, n) negative item ids for users (B,), drawn with ``generator``."""

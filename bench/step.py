@@ -89,7 +89,7 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
     if groups < 1:
         raise ConfigError(f"train.shared_groups={groups} is out of range: use an integer >= 1")
     queries = model.encode(rows)
-    valid = draws = None
+    valid = draws = hits = None
     if negatives is None:
         if sampler is None or generator is None:
             raise ValueError("train_step needs negatives, or a sampler and a generator to draw them")
@@ -101,7 +101,9 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
             valid = ~sampler.is_positive_each(queries.users, negatives)
         elif mode == "shared" and loss.shares_negatives:
             draw = sampler.sample_shared(loss.n_negatives, generator, queries.users.device)
-            valid = ~sampler.is_positive(queries.users, draw)
+            hits = sampler.shared_hits(queries.users, draw)
+            valid = torch.ones(n_rows, draw.numel(), dtype=torch.bool, device=draw.device)
+            valid[hits] = False
             negatives = draw.expand(n_rows, -1)
         else:
             negatives = sampler.sample(queries.users, loss.n_negatives, generator)
@@ -110,7 +112,9 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
         neg = neg.masked_fill(~valid, float("-inf"))
     elif valid is not None:  # a shared draw: one matmul over its N rows; a row's own positives masked
         pos, neg = queries.score_shared(negatives[0])
-        neg = neg.masked_fill(~valid, float("-inf"))
+        # the few hits written in place: a dense masked_fill is one more pass over (P, N) scores,
+        # forward and backward (the matmul's backward does not need its output)
+        neg = neg.index_put_(hits, torch.tensor(float("-inf"), device=neg.device))
     else:
         scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
         pos, neg = scores[:, 0], scores[:, 1:]
