@@ -139,7 +139,10 @@ def main() -> None:
             gen = negatives_generator(device, 0, 0, b)
             if mode == "shared":
                 draw = dm.sampler.sample_shared(args.negatives, gen, device)
-                batches.append((rows[:, 0], rows[:, 1], draw, ~dm.sampler.is_positive(rows[:, 0], draw)))
+                hits = dm.sampler.shared_hits(rows[:, 0], draw)
+                valid = torch.ones(rows.shape[0], draw.numel(), dtype=torch.bool, device=device)
+                valid[hits] = False
+                batches.append((rows[:, 0], rows[:, 1], draw, (valid, hits)))
             else:
                 batches.append((rows[:, 0], rows[:, 1], dm.sampler.sample(rows[:, 0], args.negatives, gen), None))
 
@@ -149,7 +152,8 @@ def main() -> None:
             opt = torch.optim.Adam(model.parameters(), lr=0.1, **adam)
             sync()
             t0 = time.perf_counter()
-            for users, items, negs, valid in batches:
+            for users, items, negs, mask in batches:
+                valid, hits = mask if mask is not None else (None, None)
                 opt.zero_grad(set_to_none=True)
                 user_emb, item_emb = model.embeddings()
                 u = F.normalize(user_emb[users], dim=1)
@@ -158,7 +162,7 @@ def main() -> None:
                     pos, neg = scores[:, 0], scores[:, 1:]
                 else:  # shared: (B, d) x (d, N) over the draw's rows only
                     pos = (u * F.normalize(item_emb[items], dim=1)).sum(1)
-                    neg = (u @ F.normalize(item_emb[negs], dim=1).T).masked_fill(~valid, float("-inf"))
+                    neg = (u @ F.normalize(item_emb[negs], dim=1).T).index_put_(hits, torch.tensor(float("-inf")))
                 loss(LossBatch(pos=pos, neg=neg, users=users, neg_valid=valid)).backward()
                 opt.step()
             sync()

@@ -65,4 +65,8 @@ def test_shared_draw_positives_match_a_dense_lookup_with_repeated_items():
         users = torch.randint(0, 50, (64,), generator=gen)
         draw = sampler.sample_shared(40, gen)  # 40 of 30 items: repeats for sure
         assert draw.unique().numel() < 40
-        assert torch.equal(sampler.is_positive(users, draw), train.dense_rows(users)[:, draw])
+        dense = train.dense_rows(users)[:, draw]
+        assert torch.equal(sampler.is_positive(users, draw), dense)
+        rows, cols = sampler.shared_hits(users, draw)  # the same set, each coordinate once
+        assert rows.numel() == int(dense.sum()) and bool(dense[rows, cols].all())
+        assert torch.unique(rows * 40 + cols).numel() == rows.numel()

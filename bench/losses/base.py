@@ -21,11 +21,14 @@ def logsumexp_negatives(x: Tensor, valid: Tensor | None) -> Tensor:
     Masked columns must already hold -inf (shared negatives do); a row with no valid column
     (every drawn item is one of its positives) gives 0 and no gradient instead of -inf/NaN.
     """
+    out = torch.logsumexp(x, dim=1)
     if valid is None:
-        return torch.logsumexp(x, dim=1)
-    empty = valid.view(torch.uint8).amax(1) == 0  # ~valid.any(1), ten times faster on CPU
+        return out
+    # a row is empty exactly when its log-sum-exp is -inf (masked columns hold -inf, scores are
+    # finite): read off the (P,) result instead of a pass over the (P, M) mask
+    empty = torch.isneginf(out)
     if not bool(empty.any()):
-        return torch.logsumexp(x, dim=1)
+        return out
     return torch.logsumexp(x.masked_fill(empty[:, None], 0.0), dim=1).masked_fill(empty, 0.0)
 
 
