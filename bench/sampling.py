@@ -113,38 +113,39 @@ class UniformNegativeSampler:
                       groups: int | None = None) -> Tensor:
         """Item ids drawn uniformly with replacement from the whole catalogue: (n,), one draw
         that every row of a batch shares, or (groups, n), one draw per group of rows (rows
-        mask their own positives, see :meth:`is_positive` and :meth:`is_positive_each`)."""
+        mask their own positives, see :meth:`shared_hits`)."""
         shape = (n,) if groups is None else (groups, n)
         return torch.randint(0, self.train.n_items, shape, generator=generator, device=device)
 
-    def is_positive_each(self, users: Tensor, items: Tensor) -> Tensor:
-        """(B, M) bool: is ``items[b, j]`` a training positive of ``users[b]``? users (B,),
-        items (B, M): each row its own items (one (B, I) bitmap and a gather, as
-        :meth:`sample`'s rejection test)."""
-        return self.train.on(users.device).dense_rows(users).gather(1, items)
-
     def shared_hits(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
-        """Where a shared draw hits a row's own training positives, as sparse coordinates.
+        """Where shared draws hit a row's own training positives, as sparse coordinates.
 
         Args:
             users: (B,) user of each row.
-            items: (M,) the draw (repeats allowed).
+            items: (M,) one draw for every row, or (G, M) one draw per group of
+                s = ceil(B / G) consecutive rows (row b takes ``items[b // s]``); repeats allowed.
         Returns:
-            (rows, cols): two (H,) int64 tensors, every (b, j) with ``items[j]`` a training
+            (rows, cols): two (H,) int64 tensors, every (b, j) whose drawn item is a training
             positive of ``users[b]``, each once. H is about B * M * |P_u| / |I|, a few per row,
             so masking costs H writes instead of a pass over the (B, M) scores.
         """
         train = self.train.on(users.device)
+        draws = items.reshape(-1, items.shape[-1])
+        n_groups, m = draws.shape
+        size = -(-users.numel() // n_groups)
         rows, positives = train.gather_rows(users)
-        counts = torch.bincount(items, minlength=train.n_items)
-        hits = counts[positives]  # columns that hold each (row, positive)
+        # draw entries and (row, positive) pairs as keys group * |I| + item: a sorted search finds
+        # each pair's columns without a (B, |I|) bitmap or a (G, |I|) table
+        offsets = torch.arange(n_groups, device=users.device).unsqueeze(1) * train.n_items
+        keys, order = (draws + offsets).reshape(-1).sort(stable=True)
+        wanted = torch.div(rows, size, rounding_mode="floor") * train.n_items + positives
+        first = torch.searchsorted(keys, wanted)
+        hits = torch.searchsorted(keys, wanted, right=True) - first  # columns holding each pair's item
         drawn = hits > 0
-        rows, positives, hits = rows[drawn], positives[drawn], hits[drawn]
-        order = torch.argsort(items, stable=True)  # the draw's columns grouped by item
-        first = torch.cumsum(counts, 0) - counts
-        total = int(hits.sum())
-        within = torch.arange(total, device=users.device) - torch.repeat_interleave(torch.cumsum(hits, 0) - hits, hits)
-        cols = order[torch.repeat_interleave(first[positives], hits) + within]
+        rows, first, hits = rows[drawn], first[drawn], hits[drawn]
+        within = torch.arange(int(hits.sum()), device=users.device) - torch.repeat_interleave(
+            torch.cumsum(hits, 0) - hits, hits)
+        cols = order[torch.repeat_interleave(first, hits) + within] % m
         return torch.repeat_interleave(rows, hits), cols
 
     def is_positive(self, users: Tensor, items: Tensor) -> Tensor:

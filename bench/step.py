@@ -94,26 +94,21 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
         if sampler is None or generator is None:
             raise ValueError("train_step needs negatives, or a sampler and a generator to draw them")
         n_rows = queries.users.numel()
-        if mode == "shared" and loss.shares_negatives and groups > 1:
-            n_groups = -(-n_rows // -(-n_rows // groups))  # groups of ceil(P / groups) rows
-            draws = sampler.sample_shared(loss.n_negatives, generator, queries.users.device, groups=n_groups)
-            negatives = draws.repeat_interleave(-(-n_rows // n_groups), dim=0)[:n_rows]
-            valid = ~sampler.is_positive_each(queries.users, negatives)
-        elif mode == "shared" and loss.shares_negatives:
-            draw = sampler.sample_shared(loss.n_negatives, generator, queries.users.device)
-            hits = sampler.shared_hits(queries.users, draw)
-            valid = torch.ones(n_rows, draw.numel(), dtype=torch.bool, device=draw.device)
+        if mode == "shared" and loss.shares_negatives:
+            size = -(-n_rows // groups)  # rows per group; the last group may be smaller
+            n_groups = -(-n_rows // size)
+            draws = sampler.sample_shared(loss.n_negatives, generator, queries.users.device,
+                                          groups=None if n_groups == 1 else n_groups)
+            hits = sampler.shared_hits(queries.users, draws)
+            valid = torch.ones(n_rows, loss.n_negatives, dtype=torch.bool, device=draws.device)
             valid[hits] = False
-            negatives = draw.expand(n_rows, -1)
+            negatives = draws.expand(n_rows, -1) if n_groups == 1 else draws.repeat_interleave(size, 0)[:n_rows]
         else:
             negatives = sampler.sample(queries.users, loss.n_negatives, generator)
-    if valid is not None and draws is not None:  # a draw per group of rows; a row's own positives masked
-        pos, neg = queries.score_groups(draws)
-        neg = neg.masked_fill(~valid, float("-inf"))
-    elif valid is not None:  # a shared draw: one matmul over its N rows; a row's own positives masked
-        pos, neg = queries.score_shared(negatives[0])
+    if draws is not None and hits is not None:  # shared draws: a row's own positives masked
+        pos, neg = queries.score_shared(draws) if draws.dim() == 1 else queries.score_groups(draws)
         # the few hits written in place: a dense masked_fill is one more pass over (P, N) scores,
-        # forward and backward (the matmul's backward does not need its output)
+        # forward and backward (the matmuls' backward does not need their output)
         neg = neg.index_put_(hits, torch.tensor(float("-inf"), device=neg.device))
     else:
         scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
