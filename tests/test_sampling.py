@@ -1,5 +1,6 @@
 """Negative sampling and batch order: correctness, uniformity, determinism."""
 
+import pytest
 import torch
 from scipy import stats
 
@@ -70,3 +71,28 @@ def test_shared_draw_positives_match_a_dense_lookup_with_repeated_items():
         rows, cols = sampler.shared_hits(users, draw)  # the same set, each coordinate once
         assert rows.numel() == int(dense.sum()) and bool(dense[rows, cols].all())
         assert torch.unique(rows * 40 + cols).numel() == rows.numel()
+
+
+@pytest.mark.parametrize("groups", [1, 3, 64])
+def test_grouped_shared_hits_match_a_dense_lookup_by_table_and_by_search(groups, monkeypatch):
+    import bench.sampling as sampling
+
+    gen = torch.Generator().manual_seed(groups)
+    pairs = torch.unique(torch.stack([torch.randint(0, 50, (600,), generator=gen),
+                                      torch.randint(0, 30, (600,), generator=gen)], 1), dim=0)
+    train = CSR.from_pairs(pairs, 50, 30)
+    sampler = UniformNegativeSampler(train)
+    users = torch.randint(0, 50, (64,), generator=gen)
+    draws = sampler.sample_shared(40, gen, groups=groups)  # repeats within each draw
+    size = -(-64 // groups)
+    per_row = draws.reshape(-1, 40).repeat_interleave(size, 0)[:64]
+    dense = train.dense_rows(users).gather(1, per_row)
+    found = []
+    for table in (sampling.MAX_KEY_TABLE, 0):  # the (G x |I|) count table, then the sorted search
+        monkeypatch.setattr(sampling, "MAX_KEY_TABLE", table)
+        rows, cols = sampler.shared_hits(users, draws)
+        mask = torch.zeros_like(dense)
+        mask[rows, cols] = True
+        assert torch.equal(mask, dense) and rows.numel() == int(dense.sum())
+        found.append(sorted(zip(rows.tolist(), cols.tolist())))
+    assert found[0] == found[1]
