@@ -36,6 +36,15 @@ from bench.errors import ConfigError
 
 NEGATIVE_MODES = ("per_pair", "shared")
 
+
+def negatives_overrides(mode: str) -> list[str]:
+    """A mode as benchmarks name it -> the run's overrides: ``per_pair``, ``shared`` or
+    ``shared/G`` (``train.shared_groups=G``: one draw per group of ceil(B / G) rows)."""
+    base, _, groups = mode.partition("/")
+    if base not in NEGATIVE_MODES or (groups and (base != "shared" or not groups.isdigit() or int(groups) < 1)):
+        raise ConfigError(f"unknown negatives mode '{mode}'; use per_pair, shared or shared/G with G >= 1")
+    return [f"train.negatives={base}", *([f"train.shared_groups={groups}"] if groups else [])]
+
 if TYPE_CHECKING:
     from bench.losses.base import RecLoss
     from bench.models.base import EmbeddingModel

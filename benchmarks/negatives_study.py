@@ -30,18 +30,13 @@ import numpy as np
 from bench.report.runs import RunRecord, assign_labels, from_directories
 from bench.report.stats import compare, interval, t_interval
 from bench.results import COMPLETED, RunResult, find_runs
+from bench.step import negatives_overrides
 
 MODES = ("per_pair", "shared")
 
 
 def sweep_dir(out: Path, dataset: str, loss: str, mode: str) -> Path:
     return out / dataset / f"{loss}-{mode.replace('/', '-g')}"
-
-
-def mode_overrides(mode: str) -> list[str]:
-    """``per_pair``, ``shared`` or ``shared/G`` -> the run's overrides."""
-    base, _, groups = mode.partition("/")
-    return [f"train.negatives={base}", *([f"train.shared_groups={groups}"] if groups else [])]
 
 
 def run_sweep(dataset: str, loss: str, mode: str, seeds: str, out: Path) -> None:
@@ -53,7 +48,7 @@ def run_sweep(dataset: str, loss: str, mode: str, seeds: str, out: Path) -> None
         return
     part = folder / ("seeds-" + "-".join(map(str, todo)))
     cmd = [sys.executable, "-m", "bench", "-m", f"+experiment=paper/table2_mf_{dataset}", f"loss={loss}",
-           *mode_overrides(mode), "logger=csv", f"hydra.sweep.dir={part}", f"seed={','.join(map(str, todo))}"]
+           *negatives_overrides(mode), "logger=csv", f"hydra.sweep.dir={part}", f"seed={','.join(map(str, todo))}"]
     print("+", " ".join(cmd), flush=True)
     if subprocess.run(cmd, check=False).returncode != 0:
         print(f"{part}: the sweep reported failed jobs; see its summary.md", flush=True)

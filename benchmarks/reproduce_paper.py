@@ -4,7 +4,7 @@ Runs ``python -m bench ... -m seed=0,1,2,3,4`` per cell (the paper's settings), 
 seed summary and prints ours (mean ± 95% CI) next to the paper, with the relative gap.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/reproduce_paper.py [--cells health-mf-sl ...]
-        [--seeds 0,1,2,3,4] [--epochs 200] [--negatives per_pair|shared] [--out benchmarks/results/reproduce]
+        [--seeds 0,1,2,3,4] [--epochs 200] [--negatives per_pair|shared|shared/G] [--out benchmarks/results/reproduce]
 
 Seeds a cell already has are not rerun (each call sweeps the missing ones into its own folder
 under the cell's), so a long reproduction can be spread over several sessions.
@@ -27,10 +27,12 @@ import numpy as np
 import yaml
 
 from bench.app import CONFIG_DIR, compose
+from bench.errors import ConfigError
 from bench.evaluation import FullRankingEvaluator
 from bench.report.checkpoints import load_model, run_datamodule
 from bench.report.summary import summarize
 from bench.results import COMPLETED, find_runs
+from bench.step import negatives_overrides
 
 
 def _table2_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
@@ -86,11 +88,13 @@ CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
 }
 
 
-MODE_OVERRIDES = {"per_pair": [], "shared": ["train.negatives=shared", "optimizer.fused=true"]}
+def mode_overrides(mode: str) -> list[str]:
+    """per_pair: none (the paper experiments' default); shared modes also take fused Adam."""
+    return [] if mode == "per_pair" else [*negatives_overrides(mode), "optimizer.fused=true"]
 
 
 def cell_dir(out: Path, name: str, mode: str) -> Path:
-    return out / (name if mode == "per_pair" else f"{name}-{mode}")
+    return out / (name if mode == "per_pair" else f"{name}-{mode.replace('/', '-g')}")
 
 
 def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path, mode: str = "per_pair") -> Path:
@@ -101,7 +105,7 @@ def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path
     if not todo:
         return sweep_dir
     part = sweep_dir / ("seeds-" + "-".join(map(str, todo)))
-    cmd = [sys.executable, "-m", "bench", "-m", *overrides, *MODE_OVERRIDES[mode], f"trainer.max_epochs={epochs}",
+    cmd = [sys.executable, "-m", "bench", "-m", *overrides, *mode_overrides(mode), f"trainer.max_epochs={epochs}",
            "trainer.check_val_every_n_epoch=5", "logger=csv", f"hydra.sweep.dir={part}",
            f"seed={','.join(map(str, todo))}"]
     print("+", " ".join(cmd), flush=True)
@@ -136,9 +140,14 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.03)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/reproduce"))
     parser.add_argument("--report-only", action="store_true", help="only summarise existing runs")
-    parser.add_argument("--negatives", choices=list(MODE_OVERRIDES), default="per_pair",
-                        help="per_pair (the paper's) or shared (one draw per batch, with fused Adam)")
+    parser.add_argument("--negatives", default="per_pair",
+                        help="per_pair (the paper's), shared (one draw per batch) or shared/G (one per group of "
+                             "ceil(B / G) rows); shared modes train with fused Adam")
     args = parser.parse_args()
+    try:
+        mode_overrides(args.negatives)
+    except ConfigError as err:
+        parser.error(str(err))
 
     rows = []
     ok = True

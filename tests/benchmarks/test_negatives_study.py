@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from bench.errors import ConfigError
 from bench.report.runs import RunRecord
+from bench.step import negatives_overrides
 
 
 @pytest.fixture
@@ -57,6 +59,9 @@ def test_grouped_draws_are_arms_of_their_own_paired_with_per_pair(script, tmp_pa
     assert [line.split(" | ")[1] for line in lines[2:]] == ["per_pair", "shared", "shared/8", "shared/1024"]
     assert lines[3].split(" | ")[5].startswith("-0.0100 [")  # groups=1 is plain shared
     assert lines[5].split(" | ")[5].startswith("+0.0003 [")  # mean of +0.001, -0.001, +0.001
-    assert script.mode_overrides("shared/1024") == ["train.negatives=shared", "train.shared_groups=1024"]
-    assert script.mode_overrides("per_pair") == ["train.negatives=per_pair"]
+    assert negatives_overrides("shared/1024") == ["train.negatives=shared", "train.shared_groups=1024"]
+    assert negatives_overrides("per_pair") == ["train.negatives=per_pair"]
+    for bad in ("per_pair/4", "shared/0", "shared/x", "both"):
+        with pytest.raises(ConfigError, match=f"unknown negatives mode '{bad}'; use per_pair, shared or shared/G"):
+            negatives_overrides(bad)
     assert script.sweep_dir(tmp_path, "health", "slk", "shared/1024") == tmp_path / "health" / "slk-shared-g1024"
