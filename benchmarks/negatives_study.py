@@ -2,8 +2,8 @@
 several seeds; is the difference in test metrics beyond seed noise, and what does each cost?
 
     BENCH_DATA_DIR=../shared/data python benchmarks/negatives_study.py --dataset health --losses sl slk
-        [--seeds 0,1,2,3,4] [--per-pair-seeds 0,1] [--groups 1024] [--out benchmarks/results/negatives]
-        [--report-only]
+        [--seeds 0,1,2,3,4] [--per-pair-seeds 0,1] [--groups 1024] [--order shared per_pair groups]
+        [--out benchmarks/results/negatives] [--report-only]
 
 Each (loss, mode) is ``+experiment=paper/table2_mf_<dataset> loss=<loss> train.negatives=<mode>``
 (the paper's tuned settings, 200 epochs, validation every 5); ``--groups G`` adds the arm
@@ -106,16 +106,21 @@ def main() -> int:
     parser.add_argument("--per-pair-seeds", help="seeds of the per-pair runs when fewer (slow data sets)")
     parser.add_argument("--groups", nargs="*", type=int, default=[],
                         help="also run shared mode with a draw per this many groups of rows (train.shared_groups)")
+    parser.add_argument("--order", nargs="+", default=["shared", "per_pair", "groups"],
+                        choices=["shared", "per_pair", "groups"], help="the arms to run, in this order")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/negatives"))
     parser.add_argument("--extra", nargs="*", type=Path, default=[], help="more run or sweep folders to include")
     parser.add_argument("--report-only", action="store_true", help="only tabulate existing runs")
     args = parser.parse_args()
     if not args.report_only:
         for loss in args.losses:
-            run_sweep(args.dataset, loss, "shared", args.seeds, args.out)
-            run_sweep(args.dataset, loss, "per_pair", args.per_pair_seeds or args.seeds, args.out)
-            for groups in args.groups:
-                run_sweep(args.dataset, loss, f"shared/{groups}", args.seeds, args.out)
+            for arm in args.order:
+                if arm == "groups":
+                    for groups in args.groups:
+                        run_sweep(args.dataset, loss, f"shared/{groups}", args.seeds, args.out)
+                else:
+                    run_sweep(args.dataset, loss, arm, args.per_pair_seeds or args.seeds if arm == "per_pair"
+                              else args.seeds, args.out)
     folders = [p for p in [args.out / args.dataset, *args.extra] if p.exists()]
     records, notes = from_directories(folders) if folders else ([], [])
     records = [r for r in records if r.dataset == args.dataset and r.loss in args.losses]
