@@ -21,6 +21,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
+from bench.allocator import retain_freed_memory
 from bench.errors import BenchError, ConfigError, DataError
 from bench.evaluation import metric_names
 from bench.loggers import build_loggers
@@ -119,6 +120,8 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
         the completed :class:`~bench.results.RunResult`.
     """
     place_current_job(cfg)
+    allocator = retain_freed_memory(bool(cfg.get("retain_freed_memory", True)))
+    log.debug("freed-memory retention: %s", allocator)
     validate(cfg)
     check_monitor(cfg)
     out = Path(cfg.output_dir)

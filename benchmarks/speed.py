@@ -29,6 +29,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from bench.allocator import retain_freed_memory
 from bench.contracts import LossBatch
 from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
@@ -69,7 +70,10 @@ def main() -> None:
                         help="Adam's implementation on both sides (the runs' default: foreach)")
     parser.add_argument("--deterministic", default="warn", choices=["warn", "false"],
                         help="trainer.deterministic of the timed runs (both sides)")
+    parser.add_argument("--allocator", default="retain", choices=["retain", "default"],
+                        help="retain: keep freed buffers for reuse, as runs do (retain_freed_memory=true)")
     args = parser.parse_args()
+    retain_freed_memory(args.allocator == "retain")
     deterministic: Literal["warn"] | bool = "warn" if args.deterministic == "warn" else False
     torch.use_deterministic_algorithms(deterministic == "warn", warn_only=True)
     adam = {"foreach": True} if args.adam == "foreach" else {"fused": True}

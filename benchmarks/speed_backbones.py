@@ -18,6 +18,7 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 
+from bench.allocator import retain_freed_memory
 from bench.app import compose
 from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
@@ -34,7 +35,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seq-dataset", default="ml100k-seq")
     parser.add_argument("--skip-cf", action="store_true", help="only the SASRec epoch")
+    parser.add_argument("--allocator", default="retain", choices=["retain", "default"],
+                        help="retain: keep freed buffers for reuse, as runs do (retain_freed_memory=true)")
     args = parser.parse_args()
+    retain_freed_memory(args.allocator == "retain")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu")
 
     if not args.skip_cf:

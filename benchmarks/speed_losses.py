@@ -22,6 +22,7 @@ import time
 import lightning as L
 import torch
 
+from bench.allocator import retain_freed_memory
 from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
 from bench.models import MF
@@ -50,7 +51,10 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--deterministic", default="warn", choices=["warn", "false"],
                         help="deterministic kernels, as runs use them (trainer.deterministic), or PyTorch's default")
+    parser.add_argument("--allocator", default="retain", choices=["retain", "default"],
+                        help="retain: keep freed buffers for reuse, as runs do (retain_freed_memory=true)")
     args = parser.parse_args()
+    retain_freed_memory(args.allocator == "retain")
     torch.use_deterministic_algorithms(args.deterministic == "warn", warn_only=True)
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)

@@ -1,0 +1,41 @@
+"""Freed-memory retention: large buffers freed between evaluation chunks are reused, not refaulted."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from bench.allocator import retain_freed_memory
+
+# three (2048 x 8192) score chunks (64 MiB each) ranked in turn, as an evaluation pass does;
+# prints the page faults of two such passes after a warm-up one
+_PASSES = textwrap.dedent("""
+    import resource, sys, torch
+    from bench.allocator import retain_freed_memory
+    print(retain_freed_memory(sys.argv[1] == "on"))
+    a, b = torch.randn(2048, 64), torch.randn(64, 8192)
+    def faults():
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(3):
+            torch.topk(a @ b, 100)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    faults()
+    print(max(faults() for _ in range(2)))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_score_chunks_are_reused_without_page_faults_only_when_retained():
+    runs = {}
+    for switch in ("on", "off"):  # fresh processes: the setting is process-wide
+        out = subprocess.run([sys.executable, "-c", _PASSES, switch], capture_output=True, text=True, check=True)
+        status, faults = out.stdout.split()
+        runs[switch] = (status, int(faults))
+    pages = 3 * (64 << 20) // resource.getpagesize()
+    assert runs["off"][0] == "off" and runs["off"][1] > pages // 2  # each chunk faulted in again
+    assert runs["on"][0] == "retained" and runs["on"][1] < pages // 100
+    assert retain_freed_memory(False) == "off"
