@@ -10,7 +10,8 @@ A step turns a loader batch into the loss's inputs and the loss value:
    out of its denominator,
 3. positives and negatives are scored (:meth:`bench.contracts.Queries.score`, the one place
    that chooses between gathering item rows and a full matmul; shared negatives are one
-   (P, d) x (d, N) matmul, :meth:`~bench.contracts.Queries.score_shared`),
+   (P, d) x (d, N) matmul, :meth:`~bench.contracts.Queries.score_shared`, or one per group,
+   :meth:`~bench.contracts.Queries.score_groups`),
 4. the :class:`~bench.contracts.LossBatch` is built and the loss called, plus any term
    the backbone adds (XSimGCL's contrastive loss).
 
@@ -36,6 +37,11 @@ from bench.errors import ConfigError
 
 NEGATIVE_MODES = ("per_pair", "shared")
 
+if TYPE_CHECKING:
+    from bench.losses.base import RecLoss
+    from bench.models.base import EmbeddingModel
+    from bench.sampling import UniformNegativeSampler
+
 
 def negatives_overrides(mode: str) -> list[str]:
     """A mode as benchmarks name it -> the run's overrides: ``per_pair``, ``shared`` or
@@ -44,11 +50,6 @@ def negatives_overrides(mode: str) -> list[str]:
     if base not in NEGATIVE_MODES or (groups and (base != "shared" or not groups.isdigit() or int(groups) < 1)):
         raise ConfigError(f"unknown negatives mode '{mode}'; use per_pair, shared or shared/G with G >= 1")
     return [f"train.negatives={base}", *([f"train.shared_groups={groups}"] if groups else [])]
-
-if TYPE_CHECKING:
-    from bench.losses.base import RecLoss
-    from bench.models.base import EmbeddingModel
-    from bench.sampling import UniformNegativeSampler
 
 
 @dataclass
