@@ -162,13 +162,6 @@ class UniformNegativeSampler:
         cols = order[torch.repeat_interleave(first, hits) + within] % m
         return torch.repeat_interleave(rows, hits), cols
 
-    def is_positive(self, users: Tensor, items: Tensor) -> Tensor:
-        """(B, M) bool: is ``items[j]`` a training positive of ``users[b]``? users (B,), items (M,)
-        (:meth:`shared_hits` as a dense mask; no (B, |I|) bitmap is built)."""
-        out = torch.zeros(users.numel(), items.numel(), dtype=torch.bool, device=users.device)
-        out[self.shared_hits(users, items)] = True
-        return out
-
     def sample(self, users: Tensor, n: int, generator: torch.Generator) -> Tensor:
         """(B, n) negative item ids for users (B,), drawn with ``generator``."""
         train = self.train.on(users.device)
