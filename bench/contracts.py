@@ -199,8 +199,9 @@ class LossBatch:
         full_scores: (r,) row indices of this batch -> (r, n_items) scores of every item
             for those rows' queries, without gradient (exact ranks, per-query thresholds).
         neg_valid: (P, N) bool, False where a negative column is one of the row's own training
-            positives (shared negatives: one draw for the whole batch; its scores there are
-            -inf); None when every column is a true negative (per-pair negatives).
+            positives (shared negatives: one draw for the whole batch or per group of rows;
+            its scores there are -inf); None when every column is a true negative (per-pair
+            negatives).
         scorer: the backbone, as far as a loss or an estimator may use it (the one way a
             loss reaches the model during training; it scores with the current weights,
             so after the optimiser step it sees the updated model).
