@@ -97,10 +97,12 @@ class IndexedPairs(torch.utils.data.Dataset):
 class UniformNegativeSampler:
     """Negatives uniform over the items that are not the user's training positives.
 
-    Draws are i.i.d. with replacement (as the SL@K reference code), fresh for every
-    (u, i) pair, by rejection: draw uniformly from all items, redraw those that hit a
-    positive. Membership is read from a (B, I) bitmap of the batch's users, which costs
-    B*I bytes and one gather, far less than a sorted-key search over B*N draws.
+    Draws are i.i.d. with replacement, fresh for every (u, i) pair, by rejection: draw
+    uniformly from all items, redraw those that hit a positive. (The SL@K reference code
+    draws a pair's N negatives without replacement, N distinct items; where N is close to
+    the number of non-positives, as on Health, its sample covers more distinct items.)
+    Membership is read from a (B, I) bitmap of the batch's users, which costs B*I bytes and
+    one gather, far less than a sorted-key search over B*N draws.
 
     Args:
         train: the training positives per user.
