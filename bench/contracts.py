@@ -39,6 +39,13 @@ def prefer_full_rows(n_candidates: int, n_items: int) -> bool:
     return n_candidates * GATHER_COST_IN_MACS >= n_items
 
 
+def group_layout(n_rows: int, groups: int) -> tuple[int, int]:
+    """(rows per group, number of groups) when ``n_rows`` rows are split into at most ``groups``
+    groups of consecutive rows, all but the last of the same size ceil(n_rows / groups)."""
+    size = -(-n_rows // groups)
+    return size, -(-n_rows // size)
+
+
 def score_candidates(queries: Tensor, item_emb: Tensor, items: Tensor, cosine: bool) -> Tensor:
     """Scores of M candidate items per query.
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from bench.contracts import LossBatch
+from bench.contracts import LossBatch, group_layout
 from bench.distributed import sync_rows
 from bench.errors import ConfigError
 
@@ -105,8 +105,7 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
             raise ValueError("train_step needs negatives, or a sampler and a generator to draw them")
         n_rows = queries.users.numel()
         if mode == "shared" and loss.shares_negatives:
-            size = -(-n_rows // groups)  # rows per group; the last group may be smaller
-            n_groups = -(-n_rows // size)
+            size, n_groups = group_layout(n_rows, groups)
             draws = sampler.sample_shared(loss.n_negatives, generator, queries.users.device,
                                           groups=None if n_groups == 1 else n_groups)
             hits = sampler.shared_hits(queries.users, draws)

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.allocator import retain_freed_memory
-from bench.contracts import LossBatch
+from bench.contracts import LossBatch, group_layout
 from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
 from bench.models import MF
@@ -144,7 +144,7 @@ def main() -> None:
             rows = rows.to(device)
             gen = negatives_generator(device, 0, 0, b)
             if mode == "shared":
-                n_groups = -(-rows.shape[0] // -(-rows.shape[0] // args.shared_groups))
+                n_groups = group_layout(rows.shape[0], args.shared_groups)[1]
                 draw = dm.sampler.sample_shared(args.negatives, gen, device, groups=n_groups if n_groups > 1 else None)
                 hits = dm.sampler.shared_hits(rows[:, 0], draw)
                 valid = torch.ones(rows.shape[0], args.negatives, dtype=torch.bool, device=device)
