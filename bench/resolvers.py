@@ -16,6 +16,8 @@ RESOLVERS = {
     "bench_parallel_jobs": parallel_jobs,
     # conf/trainer/default.yaml: a progress bar at a terminal, one log line per epoch otherwise
     "bench_terminal": output_is_terminal,
+    # conf/config.yaml: the optimizer's foreach update unless fused is asked for (torch refuses both)
+    "bench_not": lambda value: not value,
 }
 
 for _name, _fn in RESOLVERS.items():

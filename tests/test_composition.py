@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from bench.composition import compose, is_extending, recompose_run
@@ -50,3 +51,13 @@ def test_only_overrides_that_extend_a_run_are_accepted(saved, tmp_path):
     with pytest.raises(BenchError, match="resume continues the same experiment, and seed=3 optimizer.lr=0.5 would "
                                          "change it"):
         recompose_run(saved, tmp_path, ["seed=3", "optimizer.lr=0.5", "trainer.max_epochs=4"])
+
+
+def test_fused_adam_turns_the_foreach_default_off(tiny):
+    """torch refuses foreach and fused together; `optimizer.fused=true` alone must build an optimizer."""
+    from hydra.utils import instantiate
+
+    param = [torch.nn.Parameter(torch.zeros(3))]
+    for fused in (False, True):
+        optimizer = instantiate(compose([*tiny, f"optimizer.fused={fused}"]).optimizer)(param)
+        assert optimizer.defaults["fused"] is fused and optimizer.defaults["foreach"] is (not fused)
