@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from omegaconf import OmegaConf
 
 from bench.loggers import run_variant
 from bench.parallel import parallel_jobs
 from bench.tasks.callbacks import output_is_terminal
 
-RESOLVERS = {
+RESOLVERS: dict[str, Callable[..., Any]] = {
     # conf/logger/wandb.yaml: seeds of one configuration share a W&B group, and a sweep over
     # loss.tau does not pool different taus into one
     "bench_variant": lambda: run_variant(),
