@@ -1,4 +1,4 @@
-"""SONG@K: K-SONG's practical version (Qiu et al., ICML 2022; LibAUC's NDCGLoss with top-k)."""
+"""SONG@K: K-SONG's practical version (Qiu et al., ICML 2022; LibAUC's NDCGLoss with top-k), and SONG (no top-K)."""
 
 from __future__ import annotations
 
@@ -115,3 +115,22 @@ class SONGAtK(RecLoss):
                 grad = self.k / self.n_items + self.tau2 * lam - above
                 self.lam[users] = lam - self.eta0 * grad
         return (weight * g).mean()
+
+
+@LOSSES.register("song")
+class SONG(SONGAtK):
+    """SONG, untruncated (docs/losses.md#song): SONG@K with ``k = 0``, i.e. no top-K weight
+    (ψ = 1), no λ, and the IDCG over all of the user's training positives.
+
+    Args:
+        gamma0: moving-average rate of u.
+        margin: m of the squared hinge.
+        n_negatives: N.
+    """
+
+    def __init__(self, gamma0: float = 0.9, margin: float = 1.0, n_negatives: int = 1000) -> None:
+        super().__init__(k=0, gamma0=gamma0, margin=margin, n_negatives=n_negatives)
+
+    def synced_rows(self, batch: LossBatch) -> SyncedRows:
+        # lambda is never written without a top-K weight: only the per-pair averages change
+        return [(self.u, batch.require("pair_ids"))]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from bench.contracts import LossBatch
+from bench.errors import ConfigError
 from bench.losses import build
 from bench.models import MF
 from bench.step import train_step
@@ -53,3 +54,38 @@ def test_song_takes_its_threshold_from_an_estimator(train_data):
     learned.bind(data)
     learned(out.batch)
     assert not torch.allclose(learned.lam, want)
+
+
+def test_song_is_songk_with_k0_and_its_idcg_runs_over_all_positives(train_data):
+    data = train_data(3, 40, {0: list(range(25)), 1: [30], 2: [31, 32]})  # user 0: more positives than K = 20
+    song, songk = build("song"), build("songk", k=0)
+    assert (song.k, song.gamma0, song.margin, song.n_negatives, song.estimator) == (0, 0.9, 1.0, 1000, None)
+    for loss in (song, songk):
+        loss.bind(data)
+    idcg0 = sum(1 / math.log2(r + 1) for r in range(1, 26))
+    assert song.idcg.tolist() == pytest.approx([idcg0, 1.0, 1 + 1 / math.log2(3)], rel=1e-6)
+    truncated = build("songk", k=20)
+    truncated.bind(data)
+    assert truncated.idcg[0].item() == pytest.approx(sum(1 / math.log2(r + 1) for r in range(1, 21)), rel=1e-6)
+    gen = torch.Generator().manual_seed(0)
+    pos, neg = torch.rand(4, generator=gen), torch.rand(4, 6, generator=gen)
+    users, pair_ids = torch.tensor([0, 1, 2, 0]), torch.tensor([3, 25, 26, 10])
+    grads, values = [], []
+    for loss in (song, songk):
+        for _ in range(2):  # the second step sees the moving averages of the first
+            p, n = pos.clone().requires_grad_(True), neg.clone().requires_grad_(True)
+            value = loss(LossBatch(pos=p, neg=n, users=users, pair_ids=pair_ids))
+            value.backward()
+        values.append(value.item())
+        grads.append((p.grad, n.grad))
+    assert values[0] == values[1] and all(torch.equal(a, b) for a, b in zip(*grads))
+    assert torch.equal(song.u, songk.u) and song.u[pair_ids].gt(0).all()
+    assert (song.lam == 0).all()  # no top-K threshold
+    batch = LossBatch(pos=pos, neg=neg, users=users, pair_ids=pair_ids)
+    [(buffer, rows)] = song.synced_rows(batch)
+    assert buffer is song.u and torch.equal(rows, pair_ids)
+
+
+def test_song_refuses_a_bad_gamma0():
+    with pytest.raises(ConfigError, match=r"loss.gamma0 must be in \(0, 1\], got 0"):
+        build("song", gamma0=0)
