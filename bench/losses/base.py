@@ -8,6 +8,9 @@ ranks, a threshold estimate) use the batch's ``users``, ``full_scores`` and ``sc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -89,6 +92,20 @@ class RecLoss(nn.Module):
         """(buffer, rows) pairs of per-user or per-pair state that this step wrote (in
         ``forward`` or ``after_step``); under data-parallel training those rows are shared
         with every rank after each step. None by default."""
+        return []
+
+    def optimizer_groups(self, defaults: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Extra optimiser parameter groups for parameters of this loss that need their own
+        options (a learning rate, ``maximize=True`` for the max player of a min-max loss).
+
+        Args:
+            defaults: the optimiser's default options (``lr``, ``weight_decay``, ...), e.g. to
+                scale the learning rate.
+        Returns:
+            torch parameter groups, ``{"params": [...], **options}``; options left out take the
+            defaults. Parameters of the loss in no group train with the backbone at the
+            defaults. Empty by default (one group for everything).
+        """
         return []
 
     def diagnostics(self, scorer: Scorer) -> dict[str, float]:

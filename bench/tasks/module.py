@@ -95,7 +95,18 @@ class RankingModule(L.LightningModule):
         self.val_evaluator, self.test_evaluator = datamodule.val_evaluator, datamodule.test_evaluator
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return self.optimizer_factory(self.parameters())
+        optimizer = self.optimizer_factory(self.parameters())
+        groups = self.loss.optimizer_groups(dict(optimizer.defaults))
+        if not groups:
+            return optimizer
+        # the loss's own groups (e.g. a min-max loss's ascent variables): the other parameters
+        # keep one default group, in their usual order, and each extra group takes the defaults
+        # for the options it leaves out
+        grouped = {id(p) for group in groups for p in group["params"]}
+        optimizer = self.optimizer_factory([p for p in self.parameters() if id(p) not in grouped])
+        for group in groups:
+            optimizer.add_param_group(dict(group))
+        return optimizer
 
     # training ---------------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
