@@ -43,6 +43,22 @@ TINY = [
 ]
 
 
+#: settings that keep a loss's end-to-end tests short and meaningful: SL@K refreshes beta every
+#: epoch on a small diagnostic sample, AdvInfoNCE's adversary gets an epoch of its own within 2-3
+#: epochs, NeuralNDCG's (P, N+1, N+1) Sinkhorn runs on short lists with few iterations
+LOSS_TEST_SETTINGS = {
+    "slk": ["loss.t_beta=1", "loss.diagnostics_users=16"],
+    "advinfonce": ["loss.adv_every=2"],
+    "neuralndcg": ["loss.n_negatives=10", "loss.sinkhorn_iters=5"],
+}
+
+
+@pytest.fixture(scope="session")
+def loss_settings() -> Callable[[str], list[str]]:
+    """``loss_settings(name)``: the overrides of :data:`LOSS_TEST_SETTINGS` for that loss, if any."""
+    return lambda name: list(LOSS_TEST_SETTINGS.get(name, []))
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """The local copies of the public data (``BENCH_DATA_DIR`` or ``../shared/data``)."""

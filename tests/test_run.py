@@ -63,9 +63,10 @@ def test_same_seed_same_metrics_different_seed_different(tmp_path, tiny, make_cf
     assert a.test != c.test
 
 
-@pytest.mark.parametrize("loss", ["sl", "slk", "songk"])  # slk and songk carry state in buffers
-def test_killed_run_resumes_to_the_same_results(loss, tmp_path, tiny, make_cfg, crash_at):
-    extra = ["loss.t_beta=2", "loss.diagnostics_users=16"] if loss == "slk" else []
+# slk, songk and sogclr carry state in buffers; advinfonce has its own parameters and optimiser group
+@pytest.mark.parametrize("loss", ["sl", "slk", "songk", "sogclr", "advinfonce"])
+def test_killed_run_resumes_to_the_same_results(loss, tmp_path, tiny, make_cfg, crash_at, loss_settings):
+    extra = ["loss.t_beta=2", "loss.diagnostics_users=16"] if loss == "slk" else loss_settings(loss)
     overrides = [*tiny, f"loss={loss}", *extra, "trainer.max_epochs=5", "trainer.check_val_every_n_epoch=2"]
     full = train_and_test(make_cfg(overrides, tmp_path / "full"))
     cfg = make_cfg(overrides, tmp_path / "killed")
@@ -123,9 +124,8 @@ def test_early_stopping_ends_a_run_that_stops_improving(tmp_path, tiny, make_cfg
 
 
 @pytest.mark.parametrize("loss", LOSS_CONFIGS)
-def test_every_loss_config_trains_end_to_end(loss, tmp_path, tiny, make_cfg):
-    extra = ["loss.t_beta=1", "loss.diagnostics_users=32"] if loss == "slk" else []
-    res = train_and_test(make_cfg([*tiny, f"loss={loss}", "trainer.max_epochs=2", *extra], tmp_path))
+def test_every_loss_config_trains_end_to_end(loss, tmp_path, tiny, make_cfg, loss_settings):
+    res = train_and_test(make_cfg([*tiny, f"loss={loss}", "trainer.max_epochs=2", *loss_settings(loss)], tmp_path))
     assert res.status == "completed" and 0 <= res.test["ndcg@20"] <= 1
     if loss == "slk":  # beta was refreshed and diagnosed
         last = res.history[-1]

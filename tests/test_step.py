@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from bench.app import CONFIG_DIR
 from bench.contracts import GATHER_COST_IN_MACS, prefer_full_rows, score_candidates
 from bench.errors import ConfigError
 from bench.losses import build as build_loss
@@ -16,6 +18,8 @@ from bench.models import MF, XSimGCL
 from bench.run import train_and_test
 from bench.sampling import UniformNegativeSampler, make_generator
 from bench.step import after_update, optimise, train_step
+
+LOSS_NAMES = sorted(p.stem for p in (Path(CONFIG_DIR) / "loss").glob("*.yaml"))
 
 
 def _rows(train_data, seed=0, n=24):
@@ -198,10 +202,10 @@ def test_masked_reductions_skip_masked_columns_and_empty_rows():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loss", ["sl", "bsl", "psl", "slk", "lambdalossk", "songk", "bpr"])
-def test_every_loss_trains_with_shared_negatives(loss, tiny, make_cfg, tmp_path):
-    extra = ["loss.t_beta=1"] if loss == "slk" else ["loss.ranks=sampled", "loss.n_negatives=50"] \
-        if loss == "lambdalossk" else []
+@pytest.mark.parametrize("loss", LOSS_NAMES)
+def test_every_loss_trains_with_shared_negatives(loss, tiny, make_cfg, tmp_path, loss_settings):
+    # sampled ranks: exact ones would score full rows, the path shared draws exist to avoid
+    extra = ["loss.ranks=sampled", "loss.n_negatives=50"] if loss.startswith("lambda") else loss_settings(loss)
     res = train_and_test(make_cfg([*tiny, "train.negatives=shared", f"loss={loss}", "logger=none", *extra], tmp_path))
     assert res.status == "completed" and 0 < res.test["ndcg@20"] <= 1
     assert res.config["train"]["negatives"] == "shared"

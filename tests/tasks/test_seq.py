@@ -25,13 +25,10 @@ def test_training_rows_are_users_with_a_next_item_and_pairs_are_sequence_positio
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", LOSSES)
-def test_sasrec_trains_with_every_loss(loss, tmp_path, make_cfg, sequences_file):
+def test_sasrec_trains_with_every_loss(loss, tmp_path, make_cfg, sequences_file, loss_settings):
     f = sequences_file(tmp_path / "seq.tsv")
     cfg = make_cfg(["task=seq", "model=sasrec", f"loss={loss}", "dataset=custom", f"dataset.path={f}",
                     "dataset.k_core=1", "trainer.max_epochs=1", "trainer.accelerator=cpu", "loss.n_negatives=20",
-                    "task.users_per_batch=16", "model.max_len=8", "logger=none"], tmp_path)
-    if loss == "slk":
-        cfg.loss.diagnostics_users = 8
-        cfg.loss.t_beta = 1
+                    "task.users_per_batch=16", "model.max_len=8", "logger=none", *loss_settings(loss)], tmp_path)
     res = train_and_test(cfg)
     assert res.status == "completed" and res.data["test_users"] == 40

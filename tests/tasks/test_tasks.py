@@ -18,12 +18,10 @@ COMBOS = [("cf", m, loss) for m in ("mf", "lightgcn", "xsimgcl") for loss in LOS
 
 
 @pytest.mark.parametrize("task,model,loss", COMBOS)
-def test_every_task_model_loss_combination_trains(task, model, loss, tmp_path, tiny, make_cfg):
+def test_every_task_model_loss_combination_trains(task, model, loss, tmp_path, tiny, make_cfg, loss_settings):
     base = [*tiny, "trainer.max_epochs=1", "+trainer.limit_train_batches=2"] if task == "cf" else TINY_GRAPH
-    cfg = make_cfg([*base, f"task={task}", f"model={model}", f"loss={loss}", "logger=none"], tmp_path)
-    if loss == "slk":
-        cfg.loss.diagnostics_users = 16
-        cfg.loss.t_beta = 1
+    cfg = make_cfg([*base, f"task={task}", f"model={model}", f"loss={loss}", "logger=none", *loss_settings(loss)],
+                   tmp_path)
     res = train_and_test(cfg)
     assert res.status == "completed" and 0 <= res.test["ndcg@20"] <= 1
 
