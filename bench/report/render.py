@@ -32,14 +32,16 @@ def _marks(r: pd.Series) -> str:
 
 
 def _layout(frame: pd.DataFrame):
-    """Per table: (title, metrics, row labels, {(row, metric): series}, baseline label, has paper)."""
+    """Per table: (title, metrics, row labels, {(row, metric): series}, baseline label, has paper,
+    {row: the paper's name of the row})."""
     for (task, dataset, model), t in frame.groupby(["task", "dataset", "model"], sort=False):
         metrics = list(dict.fromkeys(t["metric"]))
         rows = list(dict.fromkeys(t["row"]))
         cells = {(r["row"], r["metric"]): r for _, r in t.iterrows()}
+        names = dict(zip(t["row"], t["name"])) if "name" in t else {}
         base = next((b for b in t["baseline"] if b), None)
         title = f"{dataset} · {model}" + ("" if task == "cf" else f" ({task})")
-        yield title, metrics, rows, cells, base, bool(t["paper"].notna().any())
+        yield title, metrics, rows, cells, base, bool(t["paper"].notna().any()), names
 
 
 def legend(confidence: float, alpha: float, correction: str, baseline: str | None) -> str:
@@ -54,12 +56,12 @@ def legend(confidence: float, alpha: float, correction: str, baseline: str | Non
 
 def _grid(title_metrics_rows, pm: str, bold: tuple[str, str], esc, marks: dict[str, str], suffix: str):
     """(header, body rows) of one table, shared by the Markdown and LaTeX renderings."""
-    _, metrics, rows, cells, base, has_paper = title_metrics_rows
+    _, metrics, rows, cells, base, has_paper, names = title_metrics_rows
     head = ["loss", *metrics] + ([f"paper {m}" for m in metrics] if has_paper else []) + \
         ([f"vs {base}: {m}" for m in metrics] if base else [])
     body = []
     for row in rows:
-        cols = [esc(row) + (suffix if row == base else "")]
+        cols = [esc(names.get(row, row)) + (suffix if row == base else "")]
         cols += [_cell(cells[(row, m)], pm, bold) if (row, m) in cells else "–" for m in metrics]
         if has_paper:
             for m in metrics:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.losses.families import paper_name
 from bench.results import COMPLETED, PER_USER_FILE, RunResult, find_runs, read_per_user, variant_overrides
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class RunRecord:
         overrides: the command-line overrides that made it.
         load_per_user: returns (users (U,), {metric: (U,) float64}) or None when not saved.
         finished: when it was written (seconds since the epoch; the newest of repeated runs wins).
+        k: the loss's K (``loss.k``) when it has one, for the paper's name (SL@20).
     """
 
     source: str
@@ -56,6 +58,7 @@ class RunRecord:
     load_per_user: Callable[[], PerUser | None] = lambda: None
     finished: float = 0.0
     variant: str = ""
+    k: int | None = None
 
     @property
     def table(self) -> tuple[str, str, str]:
@@ -65,13 +68,24 @@ class RunRecord:
     def label(self) -> str:
         return f"{self.loss} {self.variant}".strip()
 
+    @property
+    def name(self) -> str:
+        """The row as the paper names it: ``SL@20``, ``SL loss.tau=0.1``."""
+        return f"{paper_name(self.loss, self.k)} {self.variant}".strip()
+
 
 def _record(res: RunResult, source: str, load_per_user: Callable[[], PerUser | None],
             finished: float = 0.0) -> RunRecord:
     return RunRecord(
         source=source, task=res.task, dataset=res.dataset, model=res.model, loss=res.loss, seed=res.seed,
         test={k: float(v) for k, v in res.test.items() if v is not None}, history=list(res.history),
-        paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished)
+        paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished,
+        k=_loss_k(res.config))
+
+
+def _loss_k(config: dict[str, Any]) -> int | None:
+    k = (config.get("loss") or {}).get("k")
+    return int(k) if isinstance(k, int | float) and not isinstance(k, bool) and k > 0 else None
 
 
 def from_results(runs: Iterable[RunResult]) -> tuple[list[RunRecord], list[str]]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from bench.losses.families import family_of, order_key
 from bench.report import stats
 from bench.report.runs import RunRecord
 
@@ -50,7 +51,8 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
         alpha: significance level of the marks.
         correction: "holm" (over the non-baseline rows of a table, per metric and test) or "none".
     Returns:
-        (long table, notes). Columns: task, dataset, model, row, loss, metric, n, seeds, mean,
+        (long table, notes). Columns: task, dataset, model, row, loss, name (the paper's: SL@20, with
+        the row's variant), family (:mod:`bench.losses.families`), metric, n, seeds, mean,
         std, ci_half, ci_low, ci_high, best, paper, paper_gap, baseline, rel_change, paired_seeds,
         p_seed_t, n_users, mean_user_diff, p_user_t, p_user_wilcoxon, the three ``*_adj`` and
         sig_seed / sig_user (booleans at ``alpha`` on the adjusted p-values).
@@ -62,7 +64,8 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
         base_label, note = find_baseline(rows, baseline)
         if note:
             notes.append(f"{dataset} / {model}: {note}")
-        order = sorted(rows, key=lambda label: (label != base_label, label))
+        # the paper's families in Table 2's order (pairwise ... top-K), configurations of a loss by label
+        order = sorted(rows, key=lambda label: (order_key(rows[label][0].loss), label))
         for metric in metrics:
             block = []
             for label in order:
@@ -72,6 +75,7 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
                     continue
                 paper = runs[0].paper.get(metric)
                 row = {"task": task, "dataset": dataset, "model": model, "row": label, "loss": runs[0].loss,
+                       "name": runs[0].name, "family": family_of(runs[0].loss),
                        "metric": metric, **ci,
                        "seeds": ",".join(str(s) for s in sorted(stats.seed_values(runs, metric))),
                        "paper": paper if paper is not None else math.nan,
@@ -99,8 +103,8 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
                     r["sig_seed"] = bool(r["p_seed_t_adj"] < alpha)
                     r["sig_user"] = bool(r["p_user_t_adj"] < alpha and r["p_user_wilcoxon_adj"] < alpha)
             out.extend(block)
-    columns = ["task", "dataset", "model", "row", "loss", "metric", "n", "seeds", "mean", "std", "ci_half", "ci_low",
-               "ci_high", "best", "paper", "paper_gap", "baseline", "rel_change", "paired_seeds", "p_seed_t",
-               "n_users", "mean_user_diff", "p_user_t", "p_user_wilcoxon", "p_seed_t_adj", "p_user_t_adj",
+    columns = ["task", "dataset", "model", "row", "loss", "name", "family", "metric", "n", "seeds", "mean", "std",
+               "ci_half", "ci_low", "ci_high", "best", "paper", "paper_gap", "baseline", "rel_change", "paired_seeds",
+               "p_seed_t", "n_users", "mean_user_diff", "p_user_t", "p_user_wilcoxon", "p_seed_t_adj", "p_user_t_adj",
                "p_user_wilcoxon_adj", "sig_seed", "sig_user"]
     return pd.DataFrame(out, columns=columns), notes

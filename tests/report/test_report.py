@@ -36,7 +36,7 @@ def write_run(root: Path, loss: str, seed: int, ndcg: float, status: str = "comp
     users, v = _per_user(loss, seed, ndcg)
     write_per_user(d / "per_user_test.npz", users, {"ndcg@20": v, "recall@20": 2 * v})
     cfg = {"seed": seed, "task": {"name": "cf"}, "dataset": {"name": "toy"}, "model": {"name": "mf"},
-           "loss": {"name": loss}, **({"paper": paper} if paper else {})}
+           "loss": {"name": loss, **({"k": 20} if loss == "slk" else {})}, **({"paper": paper} if paper else {})}
     history = [{"epoch": e, "val/ndcg@20": ndcg * (1 - 0.5 ** (e + 1))} for e in range(0, 20, 5)]
     test = {"ndcg@20": float(v.mean()), "recall@20": float(2 * v.mean()), "ndcg@5": ndcg / 2, "ndcg@10": ndcg * 0.8}
     write_json(d / "results.json", {"status": status, "overrides": [f"loss={loss}", f"seed={seed}", *overrides],
@@ -108,8 +108,9 @@ def test_markdown_latex_and_csv_outputs_parse(runs_dir, tmp_path):
     assert headers == ["loss", "recall@20", "ndcg@20", "paper recall@20", "paper ndcg@20", "vs sl: recall@20",
                        "vs sl: ndcg@20"]
     cells = [tokens[i + 1].content for i, tok in enumerate(tokens) if tok.type == "td_open"]
-    assert len(cells) == 3 * len(headers) and cells[0] == "sl (baseline)"
-    slk = cells[cells.index("slk"):cells.index("slk") + len(headers)]
+    # the paper's families and names: BPR (pairwise), SL (softmax family, the baseline), SL@K (top-K)
+    assert len(cells) == 3 * len(headers) and cells[::len(headers)] == ["BPR", "SL (baseline)", "SL@20"]
+    slk = cells[cells.index("SL@20"):cells.index("SL@20") + len(headers)]
     assert slk[2].startswith("**0.1400 ± ") and slk[2].endswith("(3)**") and slk[4] == "0.1400 (+0.0%)"
     assert slk[6].startswith("+27.3%")
 
@@ -146,7 +147,7 @@ def test_rows_split_by_variant_and_the_newest_of_repeated_seeds_wins(tmp_path):
 def test_cli_writes_files_and_errors_in_one_line(runs_dir, tmp_path, capsys):
     assert report_main([str(runs_dir), "--baseline", "slk", "--metrics", "ndcg@20", "--no-plots"]) == 0
     out = capsys.readouterr()
-    assert "| slk (baseline) |" in out.out and (runs_dir / "report.md").is_file()
+    assert "| SL@20 (baseline) |" in out.out and (runs_dir / "report.md").is_file()
     assert report_main([str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
     empty = tmp_path / "empty"
