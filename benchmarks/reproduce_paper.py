@@ -49,11 +49,6 @@ def _table2_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
 # named <dataset>-<backbone>-<loss>; the others are spelled out here.
 CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
     **_table2_cells(),
-    # SONG@20: no tuned values in the sheet (Appendix D); LibAUC-style defaults, lr 0.1
-    "health-mf-songk": (
-        ["dataset=health", "model=mf", "loss=songk", "optimizer.lr=0.1", "optimizer.weight_decay=0"],
-        {"recall@20": 0.0874, "ndcg@20": 0.0650},
-    ),
     # MovieLens-100K, Table 18; N = 200 on MovieLens. The sheet gives no tuned values for
     # these two cells: SL@20 uses Health's, LambdaLoss@20 the reference code's (dot, N = 1).
     "ml100k-mf-slk": (
