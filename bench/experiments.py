@@ -6,6 +6,11 @@ to ``set`` (dotted config keys) and the ``paper``'s test metrics. The chosen los
 entry is applied after composition; a value the command line (or a sweeper) sets
 explicitly wins. The entry's ``paper`` values stay in the config (and so in
 ``results.json``), where ``bench.report`` reads them.
+
+A loss the paper tunes in several forms (LambdaLoss and its sampled-rank "-S" variant) lists
+them under the entry's ``variants``: each has a ``when`` (dotted keys and the values that
+select it, e.g. ``{loss.ranks: sampled}``, as set on the command line or by the loss's
+defaults) and its own ``set`` and ``paper``, applied over the entry's.
 """
 
 from __future__ import annotations
@@ -40,15 +45,24 @@ def apply_per_loss(cfg: DictConfig, overrides: Iterable[str] = ()) -> DictConfig
         raise ConfigError(f"this experiment has the paper's settings for loss={', '.join(sorted(table))}, not for "
                           f"loss={name}; pick one of those, or add {PER_LOSS}.{name} to the experiment's file")
     entry = table[name]
+    chosen = [v for v in entry.get("variants") or [] if _matches(cfg, v.get("when") or {})]
+    if len(chosen) > 1:
+        raise ConfigError(f"{PER_LOSS}.{name}: {len(chosen)} variants match this run; fix the experiment's file")
     explicit = _override_keys(overrides)
+    settings = {**(entry.get("set") or {}), **((chosen[0].get("set") or {}) if chosen else {})}
     with open_dict(cfg):
-        for key, value in (entry.get("set") or {}).items():
+        for key, value in settings.items():
             if key in explicit:
                 continue
             if OmegaConf.select(cfg, key, default="__missing__") == "__missing__":
                 raise ConfigError(f"{PER_LOSS}.{name}.set sets {key}, which the config does not have; "
                                   "fix the experiment's file")
             OmegaConf.update(cfg, key, value, merge=False)
-        cfg.paper = entry.get("paper") or {}
+        cfg.paper = (chosen[0].get("paper") if chosen else entry.get("paper")) or {}
         del cfg[PER_LOSS]
     return cfg
+
+
+def _matches(cfg: DictConfig, when: DictConfig) -> bool:
+    """Whether every dotted key of ``when`` holds its value in ``cfg``."""
+    return all(OmegaConf.select(cfg, key, default="__missing__") == value for key, value in when.items())

@@ -35,27 +35,27 @@ from bench.results import COMPLETED, find_runs
 from bench.step import negatives_overrides
 
 
-def _table2_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
+def _experiment_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
+    """<dataset>-<backbone>-<loss> for every loss of every paper experiment (Tables 2 and 17-18);
+    a loss's sampled-rank variant is <...>-s (``loss.ranks=sampled``)."""
     cells = {}
-    for path in sorted((Path(CONFIG_DIR) / "experiment" / "paper").glob("table2_*.yaml")):
+    for path in sorted((Path(CONFIG_DIR) / "experiment" / "paper").glob("table*.yaml")):
         _, backbone, dataset = path.stem.split("_")
-        for loss in yaml.safe_load(path.read_text())["per_loss"]:
-            cells[f"{dataset}-{backbone}-{loss}"] = ([f"+experiment=paper/{path.stem}", f"loss={loss}"], {})
+        for loss, entry in yaml.safe_load(path.read_text())["per_loss"].items():
+            name, base = f"{dataset}-{backbone}-{loss}", [f"+experiment=paper/{path.stem}", f"loss={loss}"]
+            cells[name] = (base, {})
+            for variant in entry.get("variants") or []:
+                if variant["when"] != {"loss.ranks": "sampled"}:
+                    raise ValueError(f"{path.name}: {loss} has a variant this script cannot name: {variant['when']}")
+                cells[f"{name}-s"] = ([*base, "loss.ranks=sampled"], {})
     return cells
 
 
-# cell -> (overrides, {metric: paper value}). Table 2 cells come from the paper experiments
-# (conf/experiment/paper/table2_<backbone>_<dataset>.yaml: tuned settings and paper values),
-# named <dataset>-<backbone>-<loss>; the others are spelled out here.
+# cell -> (overrides, {metric: paper value}). Table 2 and Table 17-18 cells come from the paper
+# experiments (conf/experiment/paper/table*_<backbone>_<dataset>.yaml: tuned settings and paper
+# values), named <dataset>-<backbone>-<loss>[-s]; the others are spelled out here.
 CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
-    **_table2_cells(),
-    # MovieLens-100K, Table 18; N = 200 on MovieLens. The sheet gives no tuned values for
-    # these two cells: SL@20 uses Health's, LambdaLoss@20 the reference code's (dot, N = 1).
-    "ml100k-mf-slk": (
-        ["dataset=ml100k", "model=mf", "loss=slk", "loss.n_negatives=200", "loss.tau_d=0.2", "loss.tau_w=2.5",
-         "loss.t_beta=5", "optimizer.lr=0.1", "optimizer.weight_decay=0"],
-        {"recall@20": 0.3580, "ndcg@20": 0.3677},
-    ),
+    **_experiment_cells(),
     # Other tasks: the paper's Beauty (SASRec) and Cora (HeaRT protocol) values, for
     # orientation only: other data or another evaluation protocol.
     "cora-gnn-sl": (
@@ -74,11 +74,6 @@ CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
         ["task=seq", "dataset=ml100k-seq", "model=sasrec", "loss=slk", "loss.tau_d=0.2", "loss.tau_w=2.5",
          "loss.t_beta=5"],
         {"hit@20": 0.1586, "ndcg@20": 0.0780},
-    ),
-    "ml100k-mf-lambdalossk": (
-        ["dataset=ml100k", "model=mf", "loss=lambdalossk", "loss.variant=reference_code", "optimizer.lr=0.001",
-         "optimizer.weight_decay=0"],
-        {"recall@20": 0.3418, "ndcg@20": 0.3466},
     ),
 }
 
@@ -129,7 +124,9 @@ def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cells", nargs="*", default=["health-mf-sl", "health-mf-bpr"], choices=list(CELLS))
+    parser.add_argument("--cells", nargs="*", default=["health-mf-sl", "health-mf-bpr"], choices=list(CELLS),
+                        metavar="CELL", help="<dataset>-<backbone>-<loss>[-s], e.g. health-mf-sl or "
+                        "ml100k-mf-lambdaloss-s; a wrong name lists them all")
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--tolerance", type=float, default=0.03)

@@ -92,6 +92,42 @@ def test_table2_experiments_hold_the_documented_values():
     assert compose(["+experiment=paper/table2_mf_health", "loss=bpr", "output_dir=x"]).loss.n_negatives == 1
 
 
+def test_lambda_experiments_hold_the_documented_values_and_their_sampled_variants():
+    section = _tuned_section()
+    rows = re.findall(r"^\| `(\w+)`( `ranks=sampled`)? \| ([\w /]+) \| ([\de. /-]+) \| ([\de. /-]+) \| "
+                      r"([\d./]+) \| ([\d./]+) \|$", section, re.M)
+    assert len(rows) == 6
+    for loss, sampled, keys, *cells in rows:
+        for dataset, values, paper in (("ml100k", cells[0], cells[2]), ("food", cells[1], cells[3])):
+            cfg = compose(["+experiment=paper/table18_mf_" + dataset, f"loss={loss}", "output_dir=x",
+                           *(["loss.ranks=sampled"] if sampled else [])])
+            got = [float(_select(cfg, KEY.get(k, f"loss.{k}"))) for k in keys.split(" / ")]
+            assert got == pytest.approx(_numbers(values)), (dataset, loss, sampled)
+            assert [cfg.paper["recall@20"], cfg.paper["ndcg@20"]] == pytest.approx(_numbers(paper))
+            assert cfg.dataset.name == dataset and cfg.model.name == "mf"
+            if loss.startswith("lambda"):
+                assert cfg.loss.n_negatives == 1 and cfg.loss.ranks == ("sampled" if sampled else "exact")
+                assert loss == "lambdarank" or cfg.loss.variant == "reference_code"
+            else:
+                assert cfg.loss.n_negatives == (200 if dataset == "ml100k" else 1000) and cfg.loss.k == 20
+
+
+def test_a_variant_applies_over_its_entry_and_must_be_unambiguous():
+    from bench.experiments import apply_per_loss
+
+    base = {"loss": {"name": "x", "ranks": "sampled", "tau": 1.0}, "optimizer": {"lr": 0.1, "weight_decay": 0.0}}
+    entry = {"set": {"optimizer.lr": 0.5, "loss.tau": 2.0}, "paper": {"ndcg@20": 0.1},
+             "variants": [{"when": {"loss.ranks": "sampled"}, "set": {"optimizer.lr": 0.7}, "paper": {"ndcg@20": 0.2}}]}
+    cfg = apply_per_loss(OmegaConf.create({**base, "per_loss": {"x": entry}}), ["loss.tau=1.0"])
+    assert (cfg.optimizer.lr, cfg.loss.tau, cfg.paper["ndcg@20"]) == (0.7, 1.0, 0.2)  # the command line still wins
+    plain = {**base, "loss": {**base["loss"], "ranks": "exact"}, "per_loss": {"x": entry}}
+    exact = apply_per_loss(OmegaConf.create(plain))
+    assert (exact.optimizer.lr, exact.paper["ndcg@20"]) == (0.5, 0.1)  # no variant matches: the entry alone
+    twice = {**entry, "variants": entry["variants"] * 2}
+    with pytest.raises(ConfigError, match=r"per_loss\.x: 2 variants match this run"):
+        apply_per_loss(OmegaConf.create({**base, "per_loss": {"x": twice}}))
+
+
 def test_command_line_wins_and_unknown_losses_fail_clearly():
     cfg = compose(["+experiment=paper/table2_mf_health", "loss=slk", "loss.tau_w=3.0", "optimizer.lr=0.5",
                    "output_dir=x"])
