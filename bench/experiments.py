@@ -15,7 +15,8 @@ defaults) and its own ``set`` and ``paper``, applied over the entry's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -63,6 +64,6 @@ def apply_per_loss(cfg: DictConfig, overrides: Iterable[str] = ()) -> DictConfig
     return cfg
 
 
-def _matches(cfg: DictConfig, when: DictConfig) -> bool:
+def _matches(cfg: DictConfig, when: Mapping[Any, Any]) -> bool:
     """Whether every dotted key of ``when`` holds its value in ``cfg``."""
-    return all(OmegaConf.select(cfg, key, default="__missing__") == value for key, value in when.items())
+    return all(OmegaConf.select(cfg, str(key), default="__missing__") == value for key, value in when.items())

@@ -125,7 +125,8 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
     batch = LossBatch(pos=pos, neg=neg, users=queries.users, items=queries.items, negatives=negatives,
                       pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model, neg_valid=valid)
     value = loss(batch)
-    extra = model.extra_loss(queries.users, queries.items)
+    # a loss that freezes the backbone for this step (an adversary's epoch) freezes it entirely
+    extra = model.extra_loss(queries.users, queries.items) if loss.trains_backbone else None
     total = value if extra is None else value + extra
     return StepOutput(total, value.detach(), None if extra is None else extra.detach(), batch)
 

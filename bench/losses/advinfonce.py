@@ -121,6 +121,10 @@ class AdvInfoNCE(RecLoss):
     def on_train_epoch_start(self, epoch: int) -> None:
         self.adversarial = (epoch + 1) % self.adv_every == 0
 
+    @property
+    def trains_backbone(self) -> bool:  # type: ignore[override]
+        return not self.adversarial
+
     def optimizer_groups(self, defaults: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [{"params": [self.adv_user, self.adv_item], "lr": self.adv_lr, "maximize": True}]
 

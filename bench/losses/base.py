@@ -61,9 +61,13 @@ class RecLoss(nn.Module):
             one shared draw (scores ``neg`` (P, N) with ``batch.neg_valid`` marking each row's
             own positives, scored -inf); False keeps per-pair negatives (a loss with one
             negative per pair, such as BPR, would otherwise give every row the same one).
+        trains_backbone: whether this step trains the backbone; False (AdvInfoNCE's adversarial
+            epochs) also leaves out the backbone's own extra term (XSimGCL's contrastive loss),
+            so that the backbone gets no gradient at all.
     """
 
     shares_negatives: bool = True
+    trains_backbone: bool = True
 
     def __init__(self, n_negatives: int = 1000) -> None:
         super().__init__()

@@ -213,3 +213,24 @@ def test_an_unbound_adversary_is_a_clear_error():
 def test_bad_config_is_refused(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         build("advinfonce", **kwargs)
+
+
+def test_adversarial_epochs_also_freeze_the_backbones_own_term(train_data):
+    """XSimGCL's contrastive term would otherwise train the backbone while only the adversary should learn."""
+    from bench.models import XSimGCL
+
+    data = train_data(6, 9, {0: [1, 2], 1: [3], 2: [4, 5], 3: [0], 4: [6], 5: [7, 8]})
+    torch.manual_seed(0)
+    model = XSimGCL(6, 9, dim=4, cl_weight=0.5)
+    model.bind(data)
+    model.train()
+    loss = build("advinfonce", adv_every=2, tau=0.5, adv_dim=4)
+    loss.bind(data)
+    rows, negatives = torch.tensor([[0, 1, 0], [1, 3, 2], [2, 4, 3]]), torch.tensor([[0, 3], [0, 1], [1, 2]])
+    for epoch, adversarial in ((0, False), (1, True)):
+        loss.on_train_epoch_start(epoch)
+        model.zero_grad(set_to_none=True)
+        out = train_step(model, loss, rows, negatives=negatives)
+        out.loss.backward()
+        assert loss.trains_backbone is not adversarial and (out.extra_loss is None) == adversarial
+        assert all((p.grad is None) == adversarial for p in model.parameters())
