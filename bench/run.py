@@ -25,6 +25,7 @@ from bench.allocator import retain_freed_memory
 from bench.errors import BenchError, ConfigError, DataError
 from bench.evaluation import metric_names
 from bench.loggers import build_loggers
+from bench.losses import LOSSES
 from bench.models import MODELS
 from bench.parallel import place_current_job
 from bench.results import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
@@ -124,6 +125,7 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     log.debug("freed-memory retention: %s", allocator)
     validate(cfg)
     check_monitor(cfg)
+    _check_strategy(cfg)
     out = Path(cfg.output_dir)
     writer = getattr(rank_zero_only, "rank", 0) == 0  # DDP: ranks > 0 write nothing of their own
     # one run per folder: a second one (or a completed run without force=true) is refused
@@ -133,6 +135,15 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     finally:
         if lock is not None:
             lock.release()
+
+
+def _check_strategy(cfg: DictConfig) -> None:
+    """Refuse, before the run folder is touched, a loss that plain DDP cannot train."""
+    name = OmegaConf.select(cfg, "loss.name")
+    if cfg.trainer.get("strategy") == "ddp" and name in LOSSES and getattr(LOSSES.get(name), "alternates_players",
+                                                                          False):
+        raise ConfigError(f"loss={name} trains its players in turns, so some parameters get no gradient in "
+                          "some epochs, which plain DDP refuses; add trainer.strategy=ddp_find_unused_parameters_true")
 
 
 def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequence[str],

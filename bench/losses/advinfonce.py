@@ -121,6 +121,8 @@ class AdvInfoNCE(RecLoss):
     def on_train_epoch_start(self, epoch: int) -> None:
         self.adversarial = (epoch + 1) % self.adv_every == 0
 
+    alternates_players = True
+
     @property
     def trains_backbone(self) -> bool:  # type: ignore[override]
         return not self.adversarial

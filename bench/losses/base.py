@@ -64,10 +64,14 @@ class RecLoss(nn.Module):
         trains_backbone: whether this step trains the backbone; False (AdvInfoNCE's adversarial
             epochs) also leaves out the backbone's own extra term (XSimGCL's contrastive loss),
             so that the backbone gets no gradient at all.
+        alternates_players: whether some parameters get no gradient in some epochs (a min-max
+            loss that trains its players in turns); plain DDP refuses that, so such a loss
+            needs ``trainer.strategy=ddp_find_unused_parameters_true``.
     """
 
     shares_negatives: bool = True
     trains_backbone: bool = True
+    alternates_players: bool = False
 
     def __init__(self, n_negatives: int = 1000) -> None:
         super().__init__()

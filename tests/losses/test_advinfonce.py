@@ -234,3 +234,14 @@ def test_adversarial_epochs_also_freeze_the_backbones_own_term(train_data):
         out.loss.backward()
         assert loss.trains_backbone is not adversarial and (out.extra_loss is None) == adversarial
         assert all((p.grad is None) == adversarial for p in model.parameters())
+
+
+def test_plain_ddp_is_refused_with_the_strategy_that_works(tmp_path, tiny, make_cfg):
+    from bench.run import train_and_test
+
+    cfg = make_cfg([*tiny, "loss=advinfonce", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
+                    "logger=none"], tmp_path)
+    with pytest.raises(ConfigError, match=r"loss=advinfonce trains its players in turns.*add "
+                                          r"trainer\.strategy=ddp_find_unused_parameters_true"):
+        train_and_test(cfg)
+    assert not (tmp_path / "results.json").exists()  # refused before the run folder is written
