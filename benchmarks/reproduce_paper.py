@@ -36,8 +36,8 @@ from bench.step import negatives_overrides
 
 
 def _experiment_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
-    """<dataset>-<backbone>-<loss> for every loss of every paper experiment (Tables 2 and 17-18);
-    a loss's sampled-rank variant is <...>-s (``loss.ranks=sampled``)."""
+    """<dataset>-<backbone>-<loss> for every loss of every paper experiment (Tables 2-4 and 17-18);
+    a loss's variants add a suffix (:func:`_variant_suffix`)."""
     cells = {}
     for path in sorted((Path(CONFIG_DIR) / "experiment" / "paper").glob("table*.yaml")):
         _, backbone, dataset = path.stem.split("_")
@@ -45,15 +45,23 @@ def _experiment_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
             name, base = f"{dataset}-{backbone}-{loss}", [f"+experiment=paper/{path.stem}", f"loss={loss}"]
             cells[name] = (base, {})
             for variant in entry.get("variants") or []:
-                if variant["when"] != {"loss.ranks": "sampled"}:
-                    raise ValueError(f"{path.name}: {loss} has a variant this script cannot name: {variant['when']}")
-                cells[f"{name}-s"] = ([*base, "loss.ranks=sampled"], {})
+                cells[name + _variant_suffix(variant["when"])] = ([*base, *(f"{k}={v}" for k, v in
+                                                                         variant["when"].items())], {})
     return cells
+
+
+def _variant_suffix(when: dict) -> str:
+    """-s for sampled ranks (LambdaLoss-S), -k5 for SL@K trained at K = 5."""
+    if when == {"loss.ranks": "sampled"}:
+        return "-s"
+    if list(when) == ["loss.k"]:
+        return f"-k{when['loss.k']}"
+    raise ValueError(f"a paper experiment has a variant this script cannot name: {when}")
 
 
 # cell -> (overrides, {metric: paper value}). Table 2 and Table 17-18 cells come from the paper
 # experiments (conf/experiment/paper/table*_<backbone>_<dataset>.yaml: tuned settings and paper
-# values), named <dataset>-<backbone>-<loss>[-s]; the others are spelled out here.
+# values), named <dataset>-<backbone>-<loss>[-s|-k<K>]; the others are spelled out here.
 CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
     **_experiment_cells(),
     # Other tasks: the paper's Beauty (SASRec) and Cora (HeaRT protocol) values, for

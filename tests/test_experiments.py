@@ -112,6 +112,22 @@ def test_lambda_experiments_hold_the_documented_values_and_their_sampled_variant
                 assert cfg.loss.n_negatives == (200 if dataset == "ml100k" else 1000) and cfg.loss.k == 20
 
 
+def test_health_mf_holds_tables_3_and_4():
+    section = _tuned_section()
+    rows = re.findall(r"^\| `(\w+)`(?: `k=(\d+)`)? \| ([\w /–]+) \| ([\w\de.' /-]+) \| ([\d. ]+) \|$", section, re.M)
+    assert len(rows) == 10 + 5  # Table 2's nine losses and SONG (Table 3); SL@K at five other K (Table 4)
+    for loss, k, keys, values, paper in rows:
+        at_k = [f"loss.k={k}"] if k else []
+        cfg = compose(["+experiment=paper/table2_mf_health", f"loss={loss}", "output_dir=x", *at_k])
+        assert list(cfg.eval.ks) == [5, 10, 20, 50, 75, 100]
+        assert [cfg.paper[f"ndcg@{c}"] for c in cfg.eval.ks] == pytest.approx([float(v) for v in paper.split()])
+        if keys != "–":
+            got = [float(_select(cfg, KEY.get(name, f"loss.{name}"))) for name in keys.split(" / ")]
+            assert got == pytest.approx(_numbers(values)), (loss, k)
+        if k:
+            assert cfg.loss.k == int(k) and cfg.train.monitor == f"ndcg@{k}"
+
+
 def test_a_variant_applies_over_its_entry_and_must_be_unambiguous():
     from bench.experiments import apply_per_loss
 
@@ -132,7 +148,7 @@ def test_command_line_wins_and_unknown_losses_fail_clearly():
     cfg = compose(["+experiment=paper/table2_mf_health", "loss=slk", "loss.tau_w=3.0", "optimizer.lr=0.5",
                    "output_dir=x"])
     assert (cfg.loss.tau_w, cfg.loss.t_beta, cfg.optimizer.lr) == (3.0, 5, 0.5)
-    known = "advinfonce, bpr, bsl, guidedrec, llpauc, psl, sl, slk, songk"
+    known = "advinfonce, bpr, bsl, guidedrec, llpauc, psl, sl, slk, song, songk"
     with pytest.raises(ConfigError, match=rf"settings for loss={known}, not for loss=lambdalossk"):
         compose(["+experiment=paper/table2_mf_health", "loss=lambdalossk", "output_dir=x"])
 
@@ -143,6 +159,7 @@ def test_a_run_records_the_applied_settings_and_the_paper_values(tmp_path, tiny,
                     "logger=none", "hydra.run.dir=run"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = read_json(tmp_path / "run" / "results.json")
-    assert res["config"]["paper"] == {"recall@20": 0.1823, "ndcg@20": 0.139}
+    assert res["config"]["paper"] == {"recall@20": 0.1823, "ndcg@5": 0.1076, "ndcg@10": 0.1188, "ndcg@20": 0.139,
+                                      "ndcg@50": 0.1733, "ndcg@75": 0.1909, "ndcg@100": 0.2029}
     assert (res["config"]["loss"]["tau_w"], res["config"]["loss"]["t_beta"]) == (2.5, 5)
     assert res["config"]["trainer"]["max_epochs"] == 3 and "per_loss" not in res["config"]
