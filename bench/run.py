@@ -178,7 +178,8 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
     module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
                            negatives=str(cfg.train.get("negatives", "per_pair")),
-                           shared_groups=int(cfg.train.get("shared_groups", 1)))
+                           shared_groups=int(cfg.train.get("shared_groups", 1)),
+                           distinct_negatives=bool(cfg.train.get("distinct_negatives", False)))
 
     logger_cfg = cfg.get("logger")
     if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):

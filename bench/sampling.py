@@ -13,12 +13,17 @@ import torch
 from torch import Tensor
 
 from bench.datasets.base import CSR
-from bench.errors import DataError
+from bench.errors import ConfigError, DataError
 
 _SHUFFLE, _NEGATIVES = 1, 2
 
 #: largest (groups x items) count table :meth:`UniformNegativeSampler.shared_hits` builds (32 MiB)
 MAX_KEY_TABLE = 1 << 22
+
+#: distinct draws use random keys over the whole catalogue (one (B, I) uniform tensor and a
+#: top-n) when n is at least this share of the catalogue, else draws with replacement whose
+#: repeats are redrawn (few repeats: ~n^2 / 2I per row)
+DENSE_DISTINCT_SHARE = 0.25
 
 
 def derive_seed(*keys: int) -> int:
@@ -97,10 +102,11 @@ class IndexedPairs(torch.utils.data.Dataset):
 class UniformNegativeSampler:
     """Negatives uniform over the items that are not the user's training positives.
 
-    Draws are i.i.d. with replacement, fresh for every (u, i) pair, by rejection: draw
-    uniformly from all items, redraw those that hit a positive. (The SL@K reference code
-    draws a pair's N negatives without replacement, N distinct items; where N is close to
-    the number of non-positives, as on Health, its sample covers more distinct items.)
+    Draws are fresh for every (u, i) pair, by rejection: draw uniformly from all items,
+    redraw those that hit a positive. By default they are i.i.d. with replacement; with
+    ``distinct=True`` a pair's N negatives are N distinct items, uniform over the N-subsets of
+    the user's non-positives, as the SL@K reference code draws them (where N is close to the
+    number of non-positives, as on Health, that sample covers more distinct items).
     Membership is read from a (B, I) bitmap of the batch's users, which costs B*I bytes and
     one gather, far less than a sorted-key search over B*N draws.
 
@@ -115,12 +121,18 @@ class UniformNegativeSampler:
         self.train = train
 
     def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu",
-                      groups: int | None = None) -> Tensor:
-        """Item ids drawn uniformly with replacement from the whole catalogue: (n,), one draw
-        that every row of a batch shares, or (groups, n), one draw per group of rows (rows
-        mask their own positives, see :meth:`shared_hits`)."""
+                      groups: int | None = None, distinct: bool = False) -> Tensor:
+        """Item ids drawn uniformly from the whole catalogue, with replacement or (``distinct``)
+        n different items: (n,), one draw that every row of a batch shares, or (groups, n), one
+        draw per group of rows (rows mask their own positives, see :meth:`shared_hits`)."""
         shape = (n,) if groups is None else (groups, n)
-        return torch.randint(0, self.train.n_items, shape, generator=generator, device=device)
+        if not distinct:
+            return torch.randint(0, self.train.n_items, shape, generator=generator, device=device)
+        if n > self.train.n_items:
+            raise ConfigError(f"train.distinct_negatives=true draws {n} distinct items, but the catalogue has "
+                              f"{self.train.n_items}; lower loss.n_negatives or set train.distinct_negatives=false")
+        keys = torch.rand((1 if groups is None else groups, self.train.n_items), generator=generator, device=device)
+        return keys.topk(n, dim=1, largest=False).indices.view(shape)
 
     def shared_hits(self, users: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
         """Where shared draws hit a row's own training positives, as sparse coordinates.
@@ -164,16 +176,39 @@ class UniformNegativeSampler:
         cols = order[torch.repeat_interleave(first, hits) + within] % m
         return torch.repeat_interleave(rows, hits), cols
 
-    def sample(self, users: Tensor, n: int, generator: torch.Generator) -> Tensor:
-        """(B, n) negative item ids for users (B,), drawn with ``generator``."""
+    def sample(self, users: Tensor, n: int, generator: torch.Generator, distinct: bool = False) -> Tensor:
+        """(B, n) negative item ids for users (B,), drawn with ``generator``; ``distinct``: no
+        item twice in a row (each row a uniform n-subset of the user's non-positives)."""
         train = self.train.on(users.device)
         positives = train.dense_rows(users)
+        if distinct:
+            room = train.n_items - positives.sum(1)
+            if bool((room < n).any()):
+                row = int((room < n).nonzero()[0])
+                raise ConfigError(f"train.distinct_negatives=true draws {n} distinct negatives per pair, but user "
+                                  f"{int(users[row])} has only {int(room[row])} non-positive items; lower "
+                                  "loss.n_negatives or set train.distinct_negatives=false")
+            if n >= DENSE_DISTINCT_SHARE * train.n_items:
+                # the n smallest of i.i.d. keys over the non-positives: a uniform n-subset, in random order
+                keys = torch.rand(positives.shape, generator=generator, device=users.device)
+                return keys.masked_fill_(positives, 2.0).topk(n, dim=1, largest=False).indices
         draws = torch.randint(0, train.n_items, (users.numel(), n), generator=generator, device=users.device)
         # redraw only the rejected entries, tracked by flat position
         flat = draws.view(-1)
         pending = positives.gather(1, draws).view(-1).nonzero().squeeze(1)
-        while pending.numel():
-            fresh = torch.randint(0, train.n_items, (pending.numel(),), generator=generator, device=users.device)
-            flat[pending] = fresh
-            pending = pending[positives[pending // n, fresh]]
-        return draws
+        while True:
+            while pending.numel():
+                fresh = torch.randint(0, train.n_items, (pending.numel(),), generator=generator, device=users.device)
+                flat[pending] = fresh
+                pending = pending[positives[pending // n, fresh]]
+            if not distinct:
+                return draws
+            # every later copy of an item in its row is drawn again (the rule treats all items
+            # alike, so the row's final set is a uniform n-subset)
+            ordered, order = draws.sort(dim=1, stable=True)
+            repeat = torch.zeros_like(draws, dtype=torch.bool)
+            repeat[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
+            rows, cols = repeat.nonzero(as_tuple=True)
+            if rows.numel() == 0:
+                return draws
+            pending = rows * n + order[rows, cols]

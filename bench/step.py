@@ -76,7 +76,8 @@ class StepOutput:
 
 def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
                sampler: UniformNegativeSampler | None = None, generator: torch.Generator | None = None,
-               negatives: Tensor | None = None, mode: str = "per_pair", groups: int = 1) -> StepOutput:
+               negatives: Tensor | None = None, mode: str = "per_pair", groups: int = 1,
+               distinct: bool = False) -> StepOutput:
     """Forward part of one training step.
 
     Args:
@@ -90,6 +91,8 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
             such as BPR, stay per-pair).
         groups: shared mode only: split the rows into this many groups (consecutive rows,
             ceil(P / groups) each), each with its own draw of N items; 1 = one draw for the batch.
+        distinct: draw N different items (per pair, or per shared draw) instead of N with
+            replacement (``train.distinct_negatives``; the SL@K reference code's per-pair sample).
     Returns:
         the :class:`StepOutput`; call ``output.loss.backward()``, step the optimiser,
         then :func:`after_update`.
@@ -107,13 +110,13 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
         if mode == "shared" and loss.shares_negatives:
             size, n_groups = group_layout(n_rows, groups)
             draws = sampler.sample_shared(loss.n_negatives, generator, queries.users.device,
-                                          groups=None if n_groups == 1 else n_groups)
+                                          groups=None if n_groups == 1 else n_groups, distinct=distinct)
             hits = sampler.shared_hits(queries.users, draws)
             valid = torch.ones(n_rows, loss.n_negatives, dtype=torch.bool, device=draws.device)
             valid[hits] = False
             negatives = draws.expand(n_rows, -1) if n_groups == 1 else draws.repeat_interleave(size, 0)[:n_rows]
         else:
-            negatives = sampler.sample(queries.users, loss.n_negatives, generator)
+            negatives = sampler.sample(queries.users, loss.n_negatives, generator, distinct=distinct)
     if draws is not None and hits is not None:  # shared draws: a row's own positives masked
         pos, neg = queries.score_shared(draws) if draws.dim() == 1 else queries.score_groups(draws)
         # the few hits written in place: a dense masked_fill is one more pass over (P, N) scores,

@@ -27,6 +27,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str]] = [
     ("optimizer.weight_decay", lambda v: _number(v) and v >= 0, "a number >= 0"),
     ("train.batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("train.shared_groups", lambda v: _int(v) and v >= 1, "an integer >= 1 (1: one draw per batch)"),
+    ("train.distinct_negatives", lambda v: isinstance(v, bool), "true or false"),
     ("train.early_stopping_patience", lambda v: v is None or (_int(v) and v >= 1), "null or an integer >= 1"),
     ("trainer.max_epochs", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("trainer.check_val_every_n_epoch", lambda v: _int(v) and v >= 1, "an integer >= 1"),

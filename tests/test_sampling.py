@@ -96,3 +96,48 @@ def test_grouped_shared_hits_match_a_dense_lookup_by_table_and_by_search(groups,
         assert torch.equal(mask, dense) and rows.numel() == int(dense.sum())
         found.append(sorted(zip(rows.tolist(), cols.tolist())))
     assert found[0] == found[1]
+
+
+@pytest.mark.parametrize("path", ["random_keys", "redraw_repeats"])
+def test_distinct_negatives_are_uniform_subsets_of_the_non_positives(path, monkeypatch):
+    import bench.sampling as sampling
+    from bench.errors import ConfigError
+
+    monkeypatch.setattr(sampling, "DENSE_DISTINCT_SHARE", 0.0 if path == "random_keys" else 2.0)
+    csr, mask = _train()
+    sampler = UniformNegativeSampler(csr)
+    user = int(((~mask).sum(1) == 8).nonzero()[0])  # 8 non-positives: 28 two-item subsets
+    allowed = (~mask[user]).nonzero().squeeze(1).tolist()
+    users = torch.full((8000,), user)
+    neg = sampler.sample(users, 2, make_generator("cpu", 0, 0, 3), distinct=True)
+    assert not mask[users[:, None], neg].any() and (neg[:, 0] != neg[:, 1]).all()
+    pairs = neg.sort(dim=1).values
+    codes = pairs[:, 0] * 20 + pairs[:, 1]
+    subsets = [a * 20 + b for i, a in enumerate(allowed) for b in allowed[i + 1:]]
+    counts = [(codes == c).sum().item() for c in subsets]
+    assert len(counts) == 28 and sum(counts) == 8000 and stats.chisquare(counts).pvalue > 1e-3
+    # every row of a mixed batch: distinct, never a positive, all of a user's non-positives when n equals them
+    users = torch.arange(1, 30).repeat_interleave(5)
+    n = int((~mask[1:]).sum(1).min())
+    neg = sampler.sample(users, n, make_generator("cpu", 0, 0, 4), distinct=True)
+    assert not mask[users[:, None], neg].any()
+    assert all(len(set(row)) == n for row in neg.tolist())
+    again = sampler.sample(users, n, make_generator("cpu", 0, 0, 4), distinct=True)
+    assert torch.equal(neg, again)  # one generator, one draw
+    with pytest.raises(ConfigError, match=r"2 distinct negatives per pair, but user 0 has only 1 non-positive"):
+        sampler.sample(torch.tensor([3, 0]), 2, make_generator("cpu", 0, 0, 5), distinct=True)
+
+
+def test_distinct_shared_draws_hold_no_item_twice():
+    from bench.errors import ConfigError
+
+    csr, _ = _train()
+    sampler = UniformNegativeSampler(csr)
+    draws = sampler.sample_shared(15, make_generator("cpu", 0, 0, 6), groups=400, distinct=True)
+    assert draws.shape == (400, 15) and all(len(set(row)) == 15 for row in draws.tolist())
+    counts = torch.bincount(draws.flatten(), minlength=20).numpy()  # each item in 15 of 20 places
+    assert stats.chisquare(counts).pvalue > 1e-3
+    assert sampler.sample_shared(20, make_generator("cpu", 0, 0, 6), distinct=True).sort().values.tolist() == \
+        list(range(20))
+    with pytest.raises(ConfigError, match=r"draws 21 distinct items, but the catalogue has 20"):
+        sampler.sample_shared(21, make_generator("cpu", 0, 0, 6), distinct=True)

@@ -209,3 +209,20 @@ def test_every_loss_trains_with_shared_negatives(loss, tiny, make_cfg, tmp_path,
     res = train_and_test(make_cfg([*tiny, "train.negatives=shared", f"loss={loss}", "logger=none", *extra], tmp_path))
     assert res.status == "completed" and 0 < res.test["ndcg@20"] <= 1
     assert res.config["train"]["negatives"] == "shared"
+
+
+def test_distinct_negatives_reach_the_step_and_a_run(data, tiny, make_cfg, tmp_path):
+    model, loss = MF(30, 40, dim=8), build_loss("sl", n_negatives=30)
+    sampler = UniformNegativeSampler(data.train)
+    rows = _rows(data)
+    out = train_step(model, loss, rows, sampler=sampler, generator=make_generator("cpu", 0, 0, 0, 2), distinct=True)
+    assert all(len(set(row)) == 30 for row in out.batch.negatives.tolist())  # 30 of each user's 35 non-positives
+    assert not data.train.dense_rows(rows[:, 0]).gather(1, out.batch.negatives).any()
+    shared = train_step(model, loss, rows, sampler=sampler, generator=make_generator("cpu", 0, 0, 0, 2),
+                        mode="shared", groups=4, distinct=True)
+    assert all(len(set(row)) == 30 for row in shared.batch.negatives.tolist())
+    runs = [train_and_test(make_cfg([*tiny, "logger=none", f"train.distinct_negatives={d}"], tmp_path / str(d)))
+            for d in (False, True)]
+    assert runs[1].config["train"]["distinct_negatives"] is True and runs[0].test != runs[1].test
+    with pytest.raises(ConfigError, match=r"train\.distinct_negatives=1 is out of range: use true or false"):
+        train_and_test(make_cfg([*tiny, "train.distinct_negatives=1"], tmp_path / "bad"))

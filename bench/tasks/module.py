@@ -42,10 +42,13 @@ class RankingModule(L.LightningModule):
         negatives: "per_pair" or "shared" (``train.negatives``; see :mod:`bench.step`).
         shared_groups: shared mode: one draw per this many groups of a batch's rows
             (``train.shared_groups``; 1 = one draw for the batch).
+        distinct_negatives: draw N different items rather than N with replacement
+            (``train.distinct_negatives``).
     """
 
     def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
-                 seed: int, negatives: str = "per_pair", shared_groups: int = 1) -> None:
+                 seed: int, negatives: str = "per_pair", shared_groups: int = 1,
+                 distinct_negatives: bool = False) -> None:
         super().__init__()
         if negatives not in NEGATIVE_MODES:
             raise ConfigError(f"unknown train.negatives '{negatives}'; use {' or '.join(NEGATIVE_MODES)}")
@@ -61,6 +64,7 @@ class RankingModule(L.LightningModule):
         self.seed = seed
         self.negatives = negatives
         self.shared_groups = int(shared_groups)
+        self.distinct_negatives = bool(distinct_negatives)
         self.sampler: UniformNegativeSampler | None = None
         self.val_evaluator: FullRankingEvaluator | None = None
         self.test_evaluator: FullRankingEvaluator | None = None
@@ -130,7 +134,7 @@ class RankingModule(L.LightningModule):
         global_batch = batch_idx * self.trainer.world_size + self.trainer.global_rank
         generator = negatives_generator(self.device, self.seed, self.current_epoch, global_batch)
         output = train_step(self.model, self.loss, rows, sampler=self.sampler, generator=generator,
-                            mode=self.negatives, groups=self.shared_groups)
+                            mode=self.negatives, groups=self.shared_groups, distinct=self.distinct_negatives)
         if not torch.isfinite(output.loss):
             raise TrainingDiverged(
                 f"training loss is {output.loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
