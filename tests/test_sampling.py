@@ -98,24 +98,23 @@ def test_grouped_shared_hits_match_a_dense_lookup_by_table_and_by_search(groups,
     assert found[0] == found[1]
 
 
-@pytest.mark.parametrize("path", ["random_keys", "redraw_repeats"])
-def test_distinct_negatives_are_uniform_subsets_of_the_non_positives(path, monkeypatch):
-    import bench.sampling as sampling
+@pytest.mark.parametrize("n", [2, 7])  # 2 of 8: repeats redrawn; 7 of 8: the one left out drawn instead
+def test_distinct_negatives_are_uniform_subsets_of_the_non_positives(n):
     from bench.errors import ConfigError
 
-    monkeypatch.setattr(sampling, "DENSE_DISTINCT_SHARE", 0.0 if path == "random_keys" else 2.0)
     csr, mask = _train()
     sampler = UniformNegativeSampler(csr)
-    user = int(((~mask).sum(1) == 8).nonzero()[0])  # 8 non-positives: 28 two-item subsets
+    user = int(((~mask).sum(1) == 8).nonzero()[0])  # 8 non-positives: 28 subsets of 2, 8 of 7
     allowed = (~mask[user]).nonzero().squeeze(1).tolist()
     users = torch.full((8000,), user)
-    neg = sampler.sample(users, 2, make_generator("cpu", 0, 0, 3), distinct=True)
-    assert not mask[users[:, None], neg].any() and (neg[:, 0] != neg[:, 1]).all()
-    pairs = neg.sort(dim=1).values
-    codes = pairs[:, 0] * 20 + pairs[:, 1]
-    subsets = [a * 20 + b for i, a in enumerate(allowed) for b in allowed[i + 1:]]
-    counts = [(codes == c).sum().item() for c in subsets]
-    assert len(counts) == 28 and sum(counts) == 8000 and stats.chisquare(counts).pvalue > 1e-3
+    neg = sampler.sample(users, n, make_generator("cpu", 0, 0, 3), distinct=True)
+    assert not mask[users[:, None], neg].any() and all(len(set(row)) == n for row in neg.tolist())
+    chosen = torch.zeros(8000, 20, dtype=torch.bool).scatter_(1, neg, True)
+    codes = (chosen.long() << torch.arange(20)).sum(1)  # each row's subset as a bit set
+    subsets = {int(c) for c in codes}
+    counts = [(codes == c).sum().item() for c in sorted(subsets)]
+    assert len(counts) == (28 if n == 2 else 8) and sum(counts) == 8000 and stats.chisquare(counts).pvalue > 1e-3
+    assert stats.chisquare(torch.bincount(neg[:, 0], minlength=20)[allowed].numpy()).pvalue > 1e-3  # any order
     # every row of a mixed batch: distinct, never a positive, all of a user's non-positives when n equals them
     users = torch.arange(1, 30).repeat_interleave(5)
     n = int((~mask[1:]).sum(1).min())
