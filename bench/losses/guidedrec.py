@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from bench.contracts import LossBatch, Scorer
 from bench.errors import ConfigError
-from bench.losses import LOSSES
+from bench.losses import LOSSES, pointwise
 from bench.losses.base import RecLoss
 
 POS_WEIGHTS = ("balanced", "none")
@@ -94,14 +94,11 @@ def bce_terms(pos: Tensor, neg: Tensor, valid: Tensor | None, pos_weight: str) -
     r"""(P,) log loss of each pair: :math:`-(w \log\sigma(s_{ui}) + \sum_j \log(1-\sigma(s_{uj})))`
     over the valid negatives; w = their number (``balanced``, 1:1 as the reference code) or 1
     (``none``, the paper's formula)."""
-    if valid is None:
-        neg_term = F.logsigmoid(-neg).sum(1)
-        count = torch.full_like(pos, neg.shape[1])
-    else:
-        neg_term = torch.where(valid, F.logsigmoid(-torch.where(valid, neg, 0.0)), 0.0).sum(1)
-        count = valid.sum(1).to(pos.dtype)
-    weight = count if pos_weight == "balanced" else torch.ones_like(pos)
-    return -(weight * F.logsigmoid(pos) + neg_term)
+    if pos_weight != "balanced":
+        return pointwise.bce_terms(pos, neg, "sum", valid)
+    # w * softplus(-s_ui) + sum_j softplus(s_uj) = w * (BCE with the negatives' mean); w = 0 gives 0
+    count = torch.full_like(pos, neg.shape[1]) if valid is None else valid.sum(1).to(pos.dtype)
+    return count * pointwise.bce_terms(pos, neg, "mean", valid)
 
 
 def surrogate_input(pos: Tensor, listed: Tensor, member: Tensor | None) -> Tensor:

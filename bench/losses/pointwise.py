@@ -9,7 +9,7 @@ from torch import Tensor
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, row_mean
 
 REDUCTIONS = ("mean", "sum")
 
@@ -27,13 +27,11 @@ def bce_terms(pos: Tensor, neg: Tensor, reduction: str = "mean", valid: Tensor |
     # softplus(x) = -log(1 - sigma(x)) = log(1 + e^x), stable for any finite x; at -inf it is 0
     # with zero gradient, and torch.where keeps masked columns out of the backward pass entirely
     per_neg = F.softplus(neg)
+    if reduction == "mean":
+        return F.softplus(-pos) + row_mean(per_neg, valid)
     if valid is not None:
         per_neg = torch.where(valid, per_neg, torch.zeros_like(per_neg))
-    neg_term = per_neg.sum(1)
-    if reduction == "mean":
-        count = neg.new_full((neg.shape[0],), neg.shape[1]) if valid is None else valid.sum(1).clamp(min=1)
-        neg_term = neg_term / count
-    return F.softplus(-pos) + neg_term
+    return F.softplus(-pos) + per_neg.sum(1)
 
 
 def bce_loss(pos: Tensor, neg: Tensor, reduction: str = "mean", valid: Tensor | None = None) -> Tensor:
