@@ -89,20 +89,32 @@ RECORDED_WINS: dict[str, tuple[Any, ...]] = {
     "trainer.deterministic": (False, True, "warn"),  # default false until deterministic kernels became it
 }
 
+#: settings added with a default other than what runs did before them: a run that predates
+#: one continues with the earlier behaviour (the value here), not the new default
+EARLIER_BEHAVIOUR: dict[str, Any] = {
+    "eval.ties": "lowest_id",  # tied items were ordered by id until eval.ties existed
+}
 
-def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] = ()) -> DictConfig:
+#: overrides that re-evaluate a finished run without changing its training (``retest``)
+EVALUATION_PREFIX = "eval."
+
+
+def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] = (),
+                  evaluation: bool = False) -> DictConfig:
     """The config of a recorded run, rebuilt from ``conf/`` and the run's overrides.
 
     Args:
         res: the run (its ``overrides`` and saved ``config``).
         output_dir: where the rebuilt run writes (the folder it is in now).
-        extra: overrides to add; :func:`is_extending` ones only (e.g. ``trainer.max_epochs=300``).
+        extra: overrides to add; :func:`is_extending` ones only (e.g. ``trainer.max_epochs=300``),
+            or with ``evaluation`` also ``eval.*`` ones (to test the trained run another way).
     Raises:
         BenchError: an override would change the experiment, or the current code composes the
             run's overrides to other values than the saved ones (the code changed since).
     """
     extra = list(extra)
-    refused = [o for o in extra if not is_extending(o)]
+    refused = [o for o in extra if not is_extending(o)
+               and not (evaluation and override_key(o).startswith(EVALUATION_PREFIX))]
     if refused:
         raise BenchError(f"resume continues the same experiment, and {' '.join(refused)} would change it; "
                          "start a new run for that (allowed with resume=: trainer.max_epochs, logger, devices)")
@@ -128,6 +140,10 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
                  rebuilt.get(k))
     changed = [k for k in changed if k not in kept_own]
     added = sorted(k for k in rebuilt if k not in saved and k not in ignore)
+    for k in (k for k in added if k in EARLIER_BEHAVIOUR):
+        OmegaConf.update(cfg, k, EARLIER_BEHAVIOUR[k])
+        log.info("%s predates %s; it continues as runs then did (%s=%s)", res.run_dir, k, k, EARLIER_BEHAVIOUR[k])
+    added = [k for k in added if k not in EARLIER_BEHAVIOUR]
     if added:
         log.info("%s predates %s; taking their defaults", res.run_dir, ", ".join(added))
     if changed:

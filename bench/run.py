@@ -22,14 +22,17 @@ from omegaconf import DictConfig, OmegaConf
 
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
 from bench.allocator import retain_freed_memory
+from bench.datasets.noise import check_noise, load_dataset
+from bench.datasets.provenance import recording as recording_data_files
 from bench.errors import BenchError, ConfigError, DataError
 from bench.evaluation import metric_names
+from bench.evaluation.ties import check_mode
 from bench.loggers import build_loggers
 from bench.losses import LOSSES
 from bench.models import MODELS
 from bench.parallel import place_current_job
 from bench.results import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
-from bench.results.callbacks import host_info, now_iso
+from bench.results.callbacks import code_version, hardware_info, host_info, now_iso
 from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
 from bench.tasks.datamodule import RankingDataModule
@@ -72,12 +75,43 @@ def build_callbacks(cfg: DictConfig) -> list[Callback]:
     return out
 
 
+#: libraries whose version is recorded when installed (read from their metadata, without importing them)
+RECORDED_LIBRARIES = ("numpy", "scipy", "pandas", "torch_geometric")
+
+
 def _versions() -> dict[str, str]:
+    from importlib import metadata
+
     import hydra
     import lightning
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
-            "hydra": hydra.__version__}
+    out = {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
+           "hydra": hydra.__version__}
+    for name in RECORDED_LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _run_device(cfg: DictConfig) -> str | None:
+    """The CUDA device a run will train on (for its hardware record), None on the CPU."""
+    if str(cfg.trainer.get("accelerator", "auto")) not in ("auto", "gpu", "cuda") or not torch.cuda.is_available():
+        return None
+    devices = cfg.trainer.get("devices")
+    return f"cuda:{devices[0]}" if isinstance(devices, Sequence) and not isinstance(devices, str) and devices \
+        else "cuda"
+
+
+def _check_same_data(before: dict[str, str] | None, now: dict[str, str], out: Path) -> None:
+    """A resumed run must read the data its first part read (the same contents, as the report compares them)."""
+    if before is None or not isinstance(before, dict) or set(before.values()) == set(now.values()):
+        return
+    changed = next(f for f in sorted(set(before) | set(now)) if before.get(f) != now.get(f))
+    raise DataError(f"cannot resume {out}: the data changed since the run started ({changed}: sha256 "
+                    f"{str(before.get(changed, 'none'))[:12]} then, {str(now.get(changed, 'none'))[:12]} now); restore "
+                    "the data it started with, or start the run over in a new folder")
 
 
 def _check_model_fits_task(model_name: str, task_name: str) -> None:
@@ -90,11 +124,19 @@ def _check_model_fits_task(model_name: str, task_name: str) -> None:
 
 def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule:
     """The task's data module for the configured data set."""
-    data = instantiate(cfg.dataset).load()
+    # noise is a setting of the data, applied by the task to its training split only
+    noise = {key: cfg.dataset.get(f"noise_{key}") for key in ("ratio", "seed") if f"noise_{key}" in cfg.dataset}
+    check_noise(noise.get("ratio", 0.0), noise.get("seed", 0))
+    data = load_dataset(cfg.dataset)
     task = instantiate(cfg.task)
     _check_model_fits_task(cfg.model.name, task.name)
+    if noise.get("ratio", 0.0) and task.name != "cf":
+        raise ConfigError(f"dataset.noise_ratio={noise['ratio']} flips user-item pairs, which only task=cf has; "
+                          f"set it to 0 for task={task.name}")
+    extra = {"noise_ratio": noise["ratio"], "noise_seed": noise.get("seed", 0)} if noise.get("ratio") else {}
     datamodule = task.datamodule(data, seed=seed, batch_size=int(cfg.train.batch_size), ks=tuple(cfg.eval.ks),
-                                 max_scores=int(cfg.eval.max_scores))
+                                 max_scores=int(cfg.eval.max_scores), ties=str(cfg.eval.get("ties", "expected")),
+                                 test_masks_valid=bool(cfg.eval.get("test_masks_valid", True)), **extra)
     splits = datamodule.splits
     if datamodule.test_evaluator.users.numel() == 0:
         raise DataError(f"data set '{splits.name}' leaves no user with a test item ({splits.n_users} users, "
@@ -125,6 +167,7 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     log.debug("freed-memory retention: %s", allocator)
     validate(cfg)
     check_monitor(cfg)
+    check_mode(str(cfg.eval.get("ties", "expected")))
     _check_strategy(cfg)
     out = Path(cfg.output_dir)
     writer = getattr(rank_zero_only, "rank", 0) == 0  # DDP: ranks > 0 write nothing of their own
@@ -157,6 +200,11 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     record.resumed_from = str(resume_checkpoint) if resume_checkpoint else record.resumed_from
     record.versions = _versions()
     record.host = host_info()
+    # a resumed run keeps the data hashes of its first part until the data read now is checked against them
+    earlier = dict(record.provenance) if resume_checkpoint else {}
+    record.provenance = {**earlier, "code": code_version(), "hardware": hardware_info(_run_device(cfg))}
+    if earlier.get("code") and earlier["code"] != record.provenance["code"]:
+        record.provenance["code_at_start"] = earlier.get("code_at_start", earlier["code"])
     if writer:
         if resume_checkpoint is None:
             atomic_write_bytes(out / RUN_CONFIG_FILE, OmegaConf.to_yaml(resolved).encode())
@@ -165,12 +213,16 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     L.seed_everything(seed, workers=True, verbose=False)
 
     t0 = time.perf_counter()
-    datamodule = build_datamodule(cfg, seed)
+    with recording_data_files() as data_files:
+        datamodule = build_datamodule(cfg, seed)
+    _check_same_data(earlier.get("data_files"), data_files, out)
+    record.provenance["data_files"] = dict(sorted(data_files.items()))
     record.data = {**datamodule.splits.summary(), "val_users": int(datamodule.val_evaluator.users.numel()),
                    "test_users": int(datamodule.test_evaluator.users.numel()),
                    "val_users_skipped": datamodule.val_evaluator.n_skipped,
                    "test_users_skipped": datamodule.test_evaluator.n_skipped}
-    record.timing_s = {**record.timing_s, "data": time.perf_counter() - t0}
+    # summed over the parts of a resumed run: each part loads the data
+    record.timing_s = {**record.timing_s, "data": record.timing_s.get("data", 0.0) + time.perf_counter() - t0}
     if writer:
         record.write(out)
 

@@ -34,6 +34,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str]] = [
     ("eval.ks", lambda v: isinstance(v, list) and len(v) > 0 and all(_int(k) and k >= 1 for k in v),
      "a non-empty list of integers >= 1, e.g. [5,10,20]"),
     ("eval.max_scores", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("eval.test_masks_valid", lambda v: isinstance(v, bool), "true or false"),
     ("model.dim", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("loss.n_negatives", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("task.valid_fraction", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),

@@ -28,8 +28,7 @@ import yaml
 
 from bench.app import CONFIG_DIR, compose
 from bench.errors import ConfigError
-from bench.evaluation import FullRankingEvaluator
-from bench.report.checkpoints import load_model, run_datamodule
+from bench.report.checkpoints import retest
 from bench.report.summary import summarize
 from bench.results import COMPLETED, find_runs
 from bench.step import negatives_overrides
@@ -113,18 +112,14 @@ def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path
 
 
 def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
-    """Mean test metrics of the sweep's best checkpoints with only training items masked."""
+    """Mean test metrics of the sweep's best checkpoints tested as the reference code tests
+    (``eval.test_masks_valid=false``: only training items masked)."""
     values: dict[str, list[float]] = {m: [] for m in metrics}
     runs, _ = find_runs([sweep_dir])
     for res in runs:
         if res.status != COMPLETED:
             continue
-        if res.task != "cf":
-            return {m: float("nan") for m in metrics}  # the leak only exists in the CF protocol
-        splits = (dm := run_datamodule(res)).splits
-        model = load_model(res, res.best_checkpoint, dm.train_data)
-        ks = tuple(sorted({int(m.split("@")[1]) for m in metrics}))
-        per_user = FullRankingEvaluator(splits.test, [splits.train], ks).evaluate(model.full_scorer())
+        _, per_user, _ = retest(res, ["eval.test_masks_valid=false"])
         for m in metrics:
             values[m].append(float(per_user[m].mean()))
     return {m: float(np.mean(v)) if v else float("nan") for m, v in values.items()}

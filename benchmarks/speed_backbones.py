@@ -20,7 +20,7 @@ from hydra.utils import instantiate
 
 from bench.allocator import retain_freed_memory
 from bench.app import compose
-from bench.datasets import IRBenchmark, split_validation
+from bench.datasets import IRBenchmark, load_dataset, split_validation
 from bench.losses import build as build_loss
 from bench.models import MODELS
 from bench.sampling import negatives_generator
@@ -75,7 +75,7 @@ def main() -> None:
     # SASRec: one real epoch through the pipeline ------------------------------------------
     cfg = compose(["task=seq", "model=sasrec", f"dataset={args.seq_dataset}", "loss=sl", "logger=none",
                    "output_dir=/tmp/bench-speed"])
-    seq_data = instantiate(cfg.dataset).load()
+    seq_data = load_dataset(cfg.dataset)
     note = ""
     if seq_data.train_timestamps is None:
         # e.g. the paper's ML-1M split, which has no timestamps: a seeded random order gives

@@ -7,6 +7,7 @@ import pytest
 from hydra.utils import instantiate
 
 from bench.app import CONFIG_DIR
+from bench.datasets import load_dataset
 from bench.errors import BenchError, ConfigError
 from bench.losses import LOSSES
 from bench.models import MODELS
@@ -33,9 +34,9 @@ def test_every_dataset_config_composes(dataset, tmp_path, make_cfg):
     cfg = make_cfg([f"dataset={dataset}", "data_dir=/some/where"], tmp_path)
     assert cfg.dataset.name == dataset
     if dataset == "synthetic":
-        assert instantiate(cfg.dataset).load().n_users == cfg.dataset.n_users
+        assert load_dataset(cfg.dataset).n_users == cfg.dataset.n_users
     elif dataset == "synthetic-graph":
-        assert instantiate(cfg.dataset).load().n_nodes == cfg.dataset.n_nodes
+        assert load_dataset(cfg.dataset).n_nodes == cfg.dataset.n_nodes
     elif dataset != "custom":
         assert cfg.dataset.data_dir == "/some/where"
 

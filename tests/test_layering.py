@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("task", ("bench.tasks",)),
     ("results", ("bench.results",)),
     ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run")),
-    ("report", ("bench.report",)),
+    ("report", ("bench.report", "bench.export")),
     ("command line", ("bench.app", "bench", "bench.__main__")),
 ]
 #: inside the model/loss layer, the order of its parts (losses use estimators and ranks)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench.app import CONFIG_DIR
-from bench.datasets import Synthetic, split_validation
+from bench.datasets import load_dataset, split_validation
 from bench.errors import TrainingDiverged
 from bench.evaluation import FullRankingEvaluator
 from bench.losses import LOSSES, RecLoss
@@ -46,7 +46,7 @@ def test_test_metrics_are_the_best_checkpoint_evaluated_with_train_and_valid_mas
     res = train_and_test(cfg)
     ckpt = torch.load(res.best_checkpoint, weights_only=True)
     assert ckpt["epoch"] == res.best["epoch"]
-    data = Synthetic(**{k: v for k, v in cfg.dataset.items() if k != "_target_"}).load()
+    data = load_dataset(cfg.dataset)
     splits = split_validation(data, 0.1, seed=cfg.seed)
     user_emb, item_emb = ckpt["state_dict"]["model.user_emb.weight"], ckpt["state_dict"]["model.item_emb.weight"]
     norm = torch.nn.functional.normalize
@@ -89,7 +89,7 @@ def test_sl_learns_more_than_popularity(tmp_path, make_cfg):
     cfg = make_cfg(["trainer.max_epochs=20", "trainer.check_val_every_n_epoch=5", "trainer.accelerator=cpu",
                     "logger=none"], tmp_path)
     res = train_and_test(cfg)
-    data = Synthetic(**{k: v for k, v in cfg.dataset.items() if k != "_target_"}).load()
+    data = load_dataset(cfg.dataset)
     splits = split_validation(data, 0.1, seed=0)
     popularity = torch.bincount(splits.train.indices, minlength=splits.n_items).double()
     ev = FullRankingEvaluator(splits.test, [splits.train, splits.valid], ks=(20,))

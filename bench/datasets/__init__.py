@@ -5,9 +5,10 @@ from bench.datasets.base import CSR, Interactions
 from bench.datasets.custom import CustomFile
 from bench.datasets.graph import Graph, SyntheticGraph, split_edges
 from bench.datasets.ir_benchmark import IRBenchmark
+from bench.datasets.noise import load_dataset
 from bench.datasets.planetoid import Planetoid
 from bench.datasets.splits import RankingSplits, split_validation
 from bench.datasets.synthetic import Synthetic
 
 __all__ = ["CSR", "CustomFile", "Graph", "IRBenchmark", "Interactions", "Planetoid", "RankingSplits", "Synthetic",
-           "SyntheticGraph", "split_edges", "split_validation"]
+           "SyntheticGraph", "load_dataset", "split_edges", "split_validation"]

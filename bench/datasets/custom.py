@@ -17,6 +17,7 @@ import torch
 
 from bench.datasets.base import Interactions, per_user_split
 from bench.datasets.download import RemoteFile, fetch
+from bench.datasets.provenance import record_data_file
 from bench.datasets.tables import read_table
 from bench.errors import ConfigError, DataError
 
@@ -126,9 +127,11 @@ class CustomFile:
                  data_dir: str | None = None, cache_dir: str | None = None, download: bool = True) -> None:
         if not path and not remote:
             raise DataError("dataset=custom needs a file: add dataset.path=/path/to/interactions.tsv")
+        self.data_name: str | None = None  # the file's name in results (provenance.data_files)
         if not path and remote is not None:
             remote_file = RemoteFile(rel=remote["rel"], url=remote["url"], sha256=remote.get("sha256"))
             path = str(fetch(remote_file, data_dir, cache_dir, download))
+            self.data_name = remote_file.rel
         if not path:
             raise DataError("dataset=custom needs a file: add dataset.path=/path/to/interactions.tsv")
         self.path = Path(path).expanduser()
@@ -158,6 +161,7 @@ class CustomFile:
             raise DataError(f"{self.path}:{line}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
         if not text.strip():
             raise DataError(f"{self.path} is empty")
+        record_data_file(self.path, self.data_name)
         fmt = self._format()
         if fmt == "inter":
             return _read_inter(self.path, text)

@@ -4,12 +4,12 @@ Lookup order for a file with relative path ``rel``:
 1. ``<data_dir>/<rel>`` (``data_dir`` config key, default ``$BENCH_DATA_DIR``),
 2. ``<cache_dir>/<rel>`` (default ``$BENCH_CACHE_DIR`` or ``~/.cache/bench``),
 3. download from the public URL into the cache, then verify.
-Every file is checked against its pinned SHA-256 before use.
+Every file is checked against its pinned SHA-256 before use; the loader that then reads it
+records it (:func:`bench.datasets.provenance.record_data_file`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -19,6 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.datasets.provenance import sha256_of
 from bench.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -42,12 +43,10 @@ class RemoteFile:
     sha256: str | None
 
 
-def sha256sum(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def sha256sum(path: Path) -> str:
+    """Hex SHA-256 of a file; cached per (path, size, mtime), so the loader that reads the file
+    after its verification records the same digest without reading it again."""
+    return sha256_of(path)
 
 
 def default_cache_dir() -> Path:

@@ -17,6 +17,7 @@ import torch
 
 from bench.datasets.base import Interactions, canonical_pairs
 from bench.datasets.download import RemoteFile, fetch
+from bench.datasets.provenance import record_data_file
 from bench.datasets.tables import read_table
 from bench.errors import DataError
 
@@ -129,6 +130,7 @@ class IRBenchmark:
 
     def load(self) -> Interactions:
         path = fetch(self.remote, self.data_dir, self.cache_dir, self.download)
+        record_data_file(path, self.remote.rel)
         data = read_proc_zip(path, self.name)
         data.info.update({"url": self.remote.url, "sha256": self.remote.sha256})
         return data

@@ -21,9 +21,11 @@ class RankingSplits:
     train: CSR
     valid: CSR
     test: CSR
+    #: the false-positive noise added to ``train`` (bench.datasets.noise), None when none
+    noise: dict | None = None
 
     def summary(self) -> dict:
-        return {
+        out = {
             "dataset": self.name,
             "n_users": self.n_users,
             "n_items": self.n_items,
@@ -31,6 +33,7 @@ class RankingSplits:
             "n_valid": self.valid.nnz,
             "n_test": self.test.nnz,
         }
+        return {**out, "noise": self.noise} if self.noise else out
 
 
 def split_validation(

@@ -10,7 +10,8 @@ from torch import Tensor
 
 from bench.datasets.base import CSR
 from bench.errors import TrainingDiverged
-from bench.evaluation.metrics import DEFAULT_KS, metrics_from_hits, rank_items
+from bench.evaluation.metrics import DEFAULT_KS, TIE_PREFIX, list_metrics, ranked_list
+from bench.evaluation.ties import BOUNDS, check_mode
 
 log = logging.getLogger(__name__)
 
@@ -25,16 +26,22 @@ class FullRankingEvaluator:
     Users are processed in chunks of at most ``max_scores // n_items`` rows, so peak
     memory is O(max_scores) whatever the number of users.
 
+    Besides the metrics, every user gets the :data:`~bench.evaluation.metrics.TIE_PREFIX`
+    columns (each metric's range over the orders of tied items, and which cut-offs split a
+    tie group); :func:`split_tie_columns` takes them apart and :func:`tie_summary` sums them up.
+
     Args:
         target: held-out items per user (the relevant set R_u).
         exclude: item sets masked with -inf.
         ks: cut-offs.
         max_scores: score-matrix entries per chunk (float32: 4 bytes each).
+        ties: how tied items are ordered (bench.evaluation.ties.TIE_MODES; docs/evaluation.md#ties).
     """
 
     def __init__(self, target: CSR, exclude: Sequence[CSR], ks: Sequence[int] = DEFAULT_KS,
-                 max_scores: int = 1 << 24) -> None:
+                 max_scores: int = 1 << 24, ties: str = "expected") -> None:
         self.target = target
+        self.ties = check_mode(ties)
         self.exclude = list(exclude)
         self.ks = tuple(sorted(int(k) for k in ks))
         self.n_items = target.n_items
@@ -56,19 +63,32 @@ class FullRankingEvaluator:
             score_users: (b,) user ids -> (b, n_items) scores.
             users: (b,) user ids, each with at least one target item.
         Returns:
-            ``{"ndcg@20": (b,) float64, ...}``.
+            ``{"ndcg@20": (b,) float64, ..., "ties:optimistic/ndcg@20": ..., "ties:cut@20": ...}``.
         """
         target = self.target.on(users.device)
-        scores = score_users(users).float()
+        scores = self.masked_scores(score_users, users)
+        ranked = ranked_list(scores, max(self.ks))
+        # topk ranks NaN above every number, so a NaN anywhere in a row shows at rank 1
+        if torch.isnan(ranked.scores[:, :1]).any():
+            raise TrainingDiverged("the model produced NaN scores; lower the learning rate or check the loss")
+
+        def count_tail(rows: Tensor, boundary: Tensor) -> tuple[Tensor, Tensor]:
+            same = scores[rows] == boundary.unsqueeze(1)
+            row_of, items = target.gather_rows(users[rows])
+            relevant = torch.bincount(row_of[same[row_of, items]], minlength=rows.numel())
+            return same.sum(1), relevant
+
+        return list_metrics(ranked, self._hits(target, users, ranked.items), target.degrees()[users], self.ks,
+                            self.ties, count_tail, bounds=True)
+
+    def masked_scores(self, score_users: Callable[[Tensor], Tensor], users: Tensor) -> Tensor:
+        """(b, n_items) float32 scores of ``users`` with their ``exclude`` items at -inf."""
+        scores = score_users(users).float().contiguous()
         flat = scores.view(-1)
         for csr in self.exclude:
             rows, items = csr.on(users.device).gather_rows(users)
             flat.index_fill_(0, rows * self.n_items + items, float("-inf"))
-        top = rank_items(scores, max(self.ks))
-        # topk ranks NaN above every number, so a NaN anywhere in a row shows at rank 1
-        if torch.isnan(scores.gather(1, top[:, :1])).any():
-            raise TrainingDiverged("the model produced NaN scores; lower the learning rate or check the loss")
-        return metrics_from_hits(self._hits(target, users, top), target.degrees()[users], self.ks)
+        return scores
 
     def _hits(self, target: CSR, users: Tensor, top: Tensor) -> Tensor:
         """(b, L) bool: is top[r, j] one of users[r]'s target items? A key search in the
@@ -91,3 +111,40 @@ class FullRankingEvaluator:
 def mean_metrics(per_user: dict[str, Tensor]) -> dict[str, float]:
     """Average per-user metric vectors into floats."""
     return {k: float(v.mean()) for k, v in per_user.items()}
+
+
+def split_tie_columns(per_user: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """(metrics, tie columns without their prefix) of an evaluator's per-user output."""
+    metrics = {k: v for k, v in per_user.items() if not k.startswith(TIE_PREFIX)}
+    tie_columns = {k[len(TIE_PREFIX):]: v for k, v in per_user.items() if k.startswith(TIE_PREFIX)}
+    return metrics, tie_columns
+
+
+def tie_summary(metrics: dict[str, Tensor], tie_columns: dict[str, Tensor], mode: str) -> dict:
+    """What ties did to one evaluation, for results.json.
+
+    Returns:
+        ``{"rule": mode, "queries": U, "cut_in_tie": {"20": queries whose cut-off at 20
+        splits a tie group, ...}, "range": {"ndcg@20": [pessimistic, optimistic] means, ...}}``
+    """
+    n = next(iter(metrics.values())).numel() if metrics else 0
+    cut = {k[len("cut@"):]: int(v.sum()) for k, v in tie_columns.items() if k.startswith("cut@")}
+    bounds = {key: [float(tie_columns[f"{b}/{key}"].mean()) for b in BOUNDS] for key in metrics
+              if all(f"{b}/{key}" in tie_columns for b in BOUNDS)}
+    return {"rule": mode, "queries": n, "cut_in_tie": cut, "range": bounds}
+
+
+def tie_warning(summary: dict, means: dict[str, float], relative: float = 1e-3) -> str | None:
+    """A one-line warning when some metric's optimistic-pessimistic range exceeds
+    ``relative`` of its value (ties then move the result), else None."""
+    wide = [(key, hi - lo, means[key]) for key, (lo, hi) in summary.get("range", {}).items()
+            if key in means and hi - lo > relative * abs(means[key])]
+    if not wide:
+        return None
+    key, width, value = max(wide, key=lambda w: w[1] / max(abs(w[2]), 1e-12))
+    cuts = summary.get("cut_in_tie", {})
+    metrics = "metric" if len(wide) == 1 else "metrics"
+    return (f"tied scores move {len(wide)} {metrics} by more than {relative:.1%}: {key} = {value:.5f} ranges over "
+            f"[{summary['range'][key][0]:.5f}, {summary['range'][key][1]:.5f}] across the orders of tied items "
+            f"(cut-off inside a tie for {max(cuts.values(), default=0)} of {summary.get('queries', 0)} queries); "
+            f"eval.ties={summary.get('rule')} is reported")

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from torch import Tensor
 
 from bench.composition import recompose_run
 from bench.contracts import TrainData
 from bench.errors import BenchError
+from bench.evaluation.evaluator import split_tie_columns, tie_summary
 from bench.models.base import EmbeddingModel
 from bench.results import RunResult
 from bench.results.io import load_checkpoint
@@ -42,3 +46,25 @@ def load_model(res: RunResult, checkpoint: str | Path, train_data: TrainData) ->
     state = load_checkpoint(path)["state_dict"]
     model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
     return model
+
+
+def retest(res: RunResult, eval_overrides: Sequence[str] = (), checkpoint: str | Path | None = None,
+           ) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+    """A finished run's test evaluation again, under other ``eval.*`` settings (another tie
+    rule, validation items left unmasked, other cut-offs), with the same code path as a run.
+
+    Args:
+        res: a completed run.
+        eval_overrides: e.g. ``["eval.test_masks_valid=false"]``; only ``eval.*`` keys.
+        checkpoint: the weights to test (default: the run's best checkpoint).
+    Returns:
+        (users (U,), per-user metrics {name: (U,) float64}, the ties' summary).
+    """
+    if res.run_dir is None or res.best_checkpoint is None:
+        raise BenchError(f"{res.run_dir}: no best checkpoint to test; only a completed run can be tested again")
+    cfg = recompose_run(res, res.run_dir, extra=eval_overrides, evaluation=True)
+    datamodule = build_datamodule(cfg, res.seed)
+    model = load_model(res, checkpoint or res.best_checkpoint, datamodule.train_data)
+    evaluator = datamodule.test_evaluator
+    metrics, tie_columns = split_tie_columns(evaluator.evaluate(model.full_scorer("test")))
+    return evaluator.users, metrics, tie_summary(metrics, tie_columns, evaluator.ties)

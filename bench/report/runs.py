@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.errors import BenchError
 from bench.losses.families import paper_name
 from bench.results import COMPLETED, PER_USER_FILE, RunResult, find_runs, read_per_user, variant_overrides
 
@@ -43,6 +44,8 @@ class RunRecord:
         load_per_user: returns (users (U,), {metric: (U,) float64}) or None when not saved.
         finished: when it was written (seconds since the epoch; the newest of repeated runs wins).
         k: the loss's K (``loss.k``) when it has one, for the paper's name (SL@20).
+        data_files: ``{file: sha256}`` of the data it read, None when its results do not say
+            (written before provenance was recorded, or read from W&B).
     """
 
     source: str
@@ -59,6 +62,7 @@ class RunRecord:
     finished: float = 0.0
     variant: str = ""
     k: int | None = None
+    data_files: dict[str, str] | None = None
 
     @property
     def table(self) -> tuple[str, str, str]:
@@ -80,7 +84,7 @@ def _record(res: RunResult, source: str, load_per_user: Callable[[], PerUser | N
         source=source, task=res.task, dataset=res.dataset, model=res.model, loss=res.loss, seed=res.seed,
         test={k: float(v) for k, v in res.test.items() if v is not None}, history=list(res.history),
         paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished,
-        k=_loss_k(res.config))
+        k=_loss_k(res.config), data_files=res.data_files)
 
 
 def _loss_k(config: dict[str, Any]) -> int | None:
@@ -199,4 +203,38 @@ def assign_labels(records: list[RunRecord]) -> list[str]:
             continue
         seen[key] = r
     records[:] = [r for r in records if seen[(r.table, r.label, r.seed)] is r]
-    return notes
+    return notes + check_same_data(records)
+
+
+def check_same_data(records: list[RunRecord]) -> list[str]:
+    """Refuse runs of one data set name that read different data files (by content: the
+    set of SHA-256 digests, whatever the files were called or where they lay).
+
+    Returns:
+        a note on the runs that carry no data hashes (pooled unchecked).
+    Raises:
+        BenchError: naming the data set, a file that differs with its hashes, and the two runs.
+    """
+    first: dict[str, tuple[RunRecord, dict[str, str]]] = {}
+    unchecked = 0
+    for r in sorted(records, key=lambda r: r.source):
+        if r.data_files is None:
+            unchecked += 1
+            continue
+        ref, ref_files = first.setdefault(r.dataset, (r, r.data_files))
+        mine, theirs = set(r.data_files.values()), set(ref_files.values())
+        if mine != theirs:
+            raise BenchError(f"data set '{r.dataset}' was read from different files: "
+                             f"{_file(ref_files, theirs - mine)} in {ref.source}, {_file(r.data_files, mine - theirs)} "
+                             f"in {r.source}; runs on different data cannot be pooled: rerun them on the same data, "
+                             "or report them separately (one bench.report call each)")
+    if not unchecked:
+        return []
+    return [f"{unchecked} run(s) record no data hashes (results from before provenance, or from W&B): "
+            "pooled without checking that they read the same data"]
+
+
+def _file(files: dict[str, str], digests: set[str]) -> str:
+    """The first file whose digest is in ``digests``, with its short digest."""
+    name = next((n for n in sorted(files) if files[n] in digests), None)
+    return f"{name} (sha256 {files[name][:12]})" if name is not None else "no such file"

@@ -77,12 +77,21 @@ class RunResult:
         data: counts (users, items, interactions per split, evaluated and skipped users).
         best: ``{"epoch", "checkpoint", "val": {metric: value}}`` at the best validation.
         test: mean test metrics at the best checkpoint, ``{"ndcg@20": ...}``.
+        ties: what tied scores did to the test metrics: the rule (``eval.ties``), the queries
+            whose cut-offs split a tie group and each metric's [pessimistic, optimistic] mean
+            (docs/evaluation.md#ties); empty for runs that predate it.
         history: one row per validation, ``{"epoch", "val/<metric>", "diag/<name>"}``.
         epochs_trained: epochs completed.
         per_user_test: file name of the per-user test metrics.
-        timing_s: seconds per phase (data, fit, test, total).
+        timing_s: wall-clock seconds per phase: data, fit, test (each summed over the parts of a
+            resumed run; a killed part's fit counts up to the checkpoint it resumed from) and
+            total (from ``started_at`` to ``finished_at``, so with the down time of a resumed run).
         resumed_from: the checkpoint a resumed run continued from.
-        device, host, versions: where and with what it ran.
+        device, host, versions: where and with what it ran (versions: python and the libraries).
+        provenance: what exactly ran, on what: ``code`` ``{"commit", "dirty"}`` of the bench
+            checkout (both None, with ``note``, when it is not a git repository), ``data_files``
+            ``{name: sha256}`` of every data file read, ``hardware`` ``{"cpu", "cpu_count", "gpu",
+            "memory_gb"}``; empty in results written before it was recorded.
         started_at, finished_at: ISO times (UTC).
         error, traceback: why a failed run failed.
         extra: keys of the file this version does not know (kept when rewritten).
@@ -95,6 +104,7 @@ class RunResult:
     data: dict[str, Any] = field(default_factory=dict)
     best: dict[str, Any] = field(default_factory=dict)
     test: dict[str, float] = field(default_factory=dict)
+    ties: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list)
     epochs_trained: int | None = None
     per_user_test: str | None = None
@@ -103,6 +113,7 @@ class RunResult:
     device: str | None = None
     host: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
     started_at: str | None = None
     finished_at: str | None = None
     error: str | None = None
@@ -210,6 +221,13 @@ class RunResult:
         if not path:
             return None
         return Path(path) if Path(path).is_absolute() or self.run_dir is None else self.run_dir / path
+
+    @property
+    def data_files(self) -> dict[str, str] | None:
+        """``{file: sha256}`` of the data files the run read ({} for generated data), or None
+        when its results predate provenance."""
+        files = self.provenance.get("data_files")
+        return dict(files) if isinstance(files, dict) else None
 
     @property
     def job_overrides(self) -> list[str]:

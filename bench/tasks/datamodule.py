@@ -36,12 +36,15 @@ class RankingDataModule(L.LightningDataModule):
         n_pairs: training pairs that per-pair state is indexed by, if not one per row.
         node_features: optional (n_users, f) features handed to the backbone.
         sequences: ordered histories handed to sequential backbones.
+        ties: how evaluation orders items with tied scores (``eval.ties``).
+        test_masks_valid: mask the validation items at test time (``eval.test_masks_valid``);
+            False ranks them as non-relevant items, as the SL@K reference code's test does.
     """
 
     def __init__(self, splits: RankingSplits, seed: int, batch_size: int = 1024, ks: Sequence[int] = DEFAULT_KS,
                  max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), train_rows: Tensor | None = None,
                  n_pairs: int | None = None, node_features: Tensor | None = None,
-                 sequences: Sequences | None = None) -> None:
+                 sequences: Sequences | None = None, ties: str = "expected", test_masks_valid: bool = True) -> None:
         super().__init__()
         self.splits = splits
         self.seed = seed
@@ -50,8 +53,9 @@ class RankingDataModule(L.LightningDataModule):
         self.train_data = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
                                     n_pairs=len(self.train_rows) if n_pairs is None else int(n_pairs),
                                     node_features=node_features, sequences=sequences)
-        self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores)
-        self.test_evaluator = FullRankingEvaluator(splits.test, [splits.train, splits.valid, *exclude], ks, max_scores)
+        self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores, ties)
+        test_masks = [splits.train, splits.valid, *exclude] if test_masks_valid else [splits.train, *exclude]
+        self.test_evaluator = FullRankingEvaluator(splits.test, test_masks, ks, max_scores, ties)
         self.sampler = UniformNegativeSampler(splits.train)
 
     def _rank_world(self) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from torch import Tensor
 from bench.distributed import gather_per_user
 from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
+from bench.evaluation.evaluator import split_tie_columns, tie_summary, tie_warning
 from bench.losses.base import RecLoss
 from bench.models.base import EmbeddingModel
 from bench.sampling import UniformNegativeSampler, negatives_generator
@@ -78,6 +79,9 @@ class RankingModule(L.LightningModule):
         self.history: list[dict[str, float]] = []
         self.test_per_user: dict[str, Tensor] = {}
         self.test_users: Tensor | None = None
+        #: what tied scores did to the test metrics (:func:`~bench.evaluation.evaluator.tie_summary`)
+        self.test_ties: dict[str, Any] = {}
+        self._warned_val_ties = False
         self._parts: list[dict[str, Tensor]] = []
         self._users: list[Tensor] = []
         self._scorer: Callable[[Tensor], Tensor] | None = None
@@ -164,22 +168,29 @@ class RankingModule(L.LightningModule):
         self._parts.append(evaluator.evaluate_chunk(self._scorer, users))
         self._users.append(users.cpu())
 
-    def _gather(self) -> tuple[Tensor, dict[str, Tensor]]:
-        """Every evaluated user's metrics (from all ranks under DDP)."""
+    def _gather(self, evaluator: FullRankingEvaluator | None) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
+        """Every evaluated user's metrics (from all ranks under DDP) and the ties' summary."""
         parts, users = self._parts, self._users
         self._parts, self._users, self._scorer = [], [], None
         per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
         all_users = torch.cat(users) if users else torch.zeros(0, dtype=torch.int64)
-        return gather_per_user(all_users, per_user)
+        all_users, per_user = gather_per_user(all_users, per_user)
+        metrics, tie_columns = split_tie_columns(per_user)
+        ties = tie_summary(metrics, tie_columns, evaluator.ties) if evaluator is not None and metrics else {}
+        return all_users, metrics, ties
 
     def validation_step(self, users: Tensor, batch_idx: int) -> None:
         self._eval_step(self.val_evaluator, users, "valid")
 
     def on_validation_epoch_end(self) -> None:
-        _, per_user = self._gather()
+        _, per_user, ties = self._gather(self.val_evaluator)
         if not per_user:
             return
         means = mean_metrics(per_user)
+        warning = tie_warning(ties, means) if not self.trainer.sanity_checking else None
+        if warning and not self._warned_val_ties:  # once a run: the test's summary goes to results.json
+            log.warning("validation at epoch %d: %s", self.current_epoch, warning)
+            self._warned_val_ties = True
         self.log_dict({f"val/{k}": v for k, v in means.items()}, prog_bar=False)
         diagnostics = {f"diag/{k}": float(v) for k, v in self.loss.diagnostics(self.model).items()}
         if diagnostics:
@@ -194,8 +205,12 @@ class RankingModule(L.LightningModule):
         self._eval_step(self.test_evaluator, users, "test")
 
     def on_test_epoch_end(self) -> None:
-        self.test_users, self.test_per_user = self._gather()
-        self.log_dict({f"test/{k}": v for k, v in mean_metrics(self.test_per_user).items()})
+        self.test_users, self.test_per_user, self.test_ties = self._gather(self.test_evaluator)
+        means = mean_metrics(self.test_per_user)
+        self.log_dict({f"test/{k}": v for k, v in means.items()})
+        warning = tie_warning(self.test_ties, means)
+        if warning:
+            log.warning("test: %s", warning)
 
     # checkpoint state ------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

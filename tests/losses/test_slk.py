@@ -7,6 +7,7 @@ import torch
 from hydra.utils import instantiate
 
 from bench.contracts import LossBatch, TrainData
+from bench.datasets import load_dataset
 from bench.datasets.sequences import leave_one_out
 from bench.losses import build
 from bench.losses.slk import slk_loss
@@ -73,7 +74,7 @@ def test_slk_on_sequences_takes_each_query_s_exact_threshold(tmp_path, make_cfg,
     f = sequences_file(tmp_path / "seq.tsv")
     cfg = make_cfg(["task=seq", "model=sasrec", "loss=slk", "dataset=custom", f"dataset.path={f}",
                     "dataset.k_core=1", "model.max_len=8"], tmp_path)
-    splits, seqs = leave_one_out(instantiate(cfg.dataset).load())
+    splits, seqs = leave_one_out(load_dataset(cfg.dataset))
     train = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train, n_pairs=splits.train.nnz,
                       sequences=seqs)
     model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)

@@ -13,7 +13,7 @@ import torch.multiprocessing as mp
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from bench.datasets import split_validation
+from bench.datasets import load_dataset, split_validation
 from bench.distributed import apply_rank_updates, gather_per_user, sync_rows
 from bench.evaluation import FullRankingEvaluator
 from bench.results import read_json, read_per_user
@@ -72,7 +72,7 @@ def test_ddp_run_on_two_cpu_processes_evaluates_every_user_once(tmp_path, loss, 
     res = read_json(tmp_path / "run" / "results.json")
     assert res["status"] == "completed" and res["host"]["pid"]
     cfg = OmegaConf.create(res["config"])
-    splits = split_validation(instantiate(cfg.dataset).load(), 0.1, cfg.seed)
+    splits = split_validation(load_dataset(cfg.dataset), 0.1, cfg.seed)
     model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
     state = torch.load(tmp_path / "run" / res["best"]["checkpoint"], weights_only=True)["state_dict"]
     model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})

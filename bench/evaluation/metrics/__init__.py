@@ -11,6 +11,9 @@ Users with no held-out item have no defined value and must be excluded by the ca
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import torch
 from torch import Tensor
 
 from bench.registry import Registry
@@ -19,12 +22,30 @@ from bench.registry import Registry
 METRICS: Registry = Registry("metric", package="bench.evaluation.metrics")
 
 from bench.evaluation.metrics import standard  # noqa: E402,F401  (the built-ins register first)
-from bench.evaluation.metrics.ranking import HitStats, ideal_dcg, rank_items, ranks_within  # noqa: E402
+from bench.evaluation.metrics.ranking import (  # noqa: E402
+    HitStats,
+    RankedList,
+    ideal_dcg,
+    rank_items,
+    ranked_list,
+    ranks_within,
+)
+from bench.evaluation.ties import BOUNDS, TieGroups, check_mode  # noqa: E402
 
 DEFAULT_KS = (5, 10, 20, 50, 100)
 
-__all__ = ["DEFAULT_KS", "METRICS", "HitStats", "ideal_dcg", "metric_key", "metric_names", "metrics_from_hits",
-           "rank_items", "ranking_metrics", "ranks_within"]
+#: per-user columns of :func:`list_metrics` that describe ties rather than measure the ranking:
+#: ``ties:pessimistic/ndcg@20``, ``ties:optimistic/ndcg@20``, ``ties:cut@20`` (1 where the cut-off
+#: splits a tie group)
+TIE_PREFIX = "ties:"
+
+__all__ = ["DEFAULT_KS", "METRICS", "TIE_PREFIX", "HitStats", "RankedList", "ideal_dcg", "list_metrics", "metric_key",
+           "metric_names", "metrics_from_hits", "rank_items", "ranked_list", "ranking_metrics", "ranks_within",
+           "tie_groups"]
+
+#: (rows (R,), their boundary scores (R,)) -> (items (R,), relevant items (R,)) of each row that
+#: hold the boundary score, over the whole row (what a ranked list's last group continues into)
+TailCounter = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
 
 def metric_key(metric: str, k: int) -> str:
@@ -37,7 +58,8 @@ def metric_names() -> list[str]:
     return [name for name, _ in METRICS.items()]
 
 
-def metrics_from_hits(hits: Tensor, n_relevant: Tensor, ks: tuple[int, ...] = DEFAULT_KS) -> dict[str, Tensor]:
+def metrics_from_hits(hits: Tensor, n_relevant: Tensor, ks: tuple[int, ...] = DEFAULT_KS,
+                      groups: TieGroups | None = None, ties: str = "lowest_id") -> dict[str, Tensor]:
     """Per-user metrics from the relevance of each user's ranked list.
 
     Args:
@@ -45,24 +67,90 @@ def metrics_from_hits(hits: Tensor, n_relevant: Tensor, ks: tuple[int, ...] = DE
             the list length (>= max(ks), or the catalogue size if smaller).
         n_relevant: (B,) number of relevant items per user (>= 1).
         ks: cut-offs. A cut-off beyond L counts the whole list (Precision still divides by K).
+        groups: the lists' tie groups (:func:`tie_groups`); None = take ``hits`` as they are.
+        ties: how tied items are ordered (bench.evaluation.ties.TIE_MODES); only read with
+            ``groups``. ``lowest_id`` keeps ``hits`` (lists ordered by item id within ties).
     Returns:
         ``{"ndcg@20": (B,) float64 tensor, ...}`` for every registered metric and K in ks.
     """
-    stats = HitStats.from_hits(hits, n_relevant)
+    if groups is not None and check_mode(ties) != "lowest_id" and groups.any:
+        stats = HitStats.from_hits(groups.hits(ties), n_relevant, groups if ties == "expected" else None)
+    else:
+        stats = HitStats.from_hits(hits, n_relevant)
     functions = METRICS.items()
     return {metric_key(name, k): fn(stats, k) for k in ks for name, fn in functions}
 
 
-def ranking_metrics(scores: Tensor, relevant: Tensor, ks: tuple[int, ...] = DEFAULT_KS) -> dict[str, Tensor]:
+def tie_groups(ranked: RankedList, hits: Tensor, count_tail: TailCounter) -> TieGroups:
+    """The tie groups of ranked lists; ``count_tail`` counts the rows' items that share the
+    last listed score, for the rows whose last group continues past the list."""
+    n_rows = hits.shape[0]
+    size = torch.zeros(n_rows, dtype=torch.float64, device=hits.device)
+    relevant = torch.zeros_like(size)
+    if ranked.straddles.any():
+        rows = ranked.straddles.nonzero().squeeze(1)
+        tail_size, tail_relevant = count_tail(rows, ranked.scores[rows, -1])
+        size[rows], relevant[rows] = tail_size.to(size.dtype), tail_relevant.to(size.dtype)
+    return TieGroups.from_list(ranked.scores, hits, ranked.straddles, size, relevant)
+
+
+def list_metrics(ranked: RankedList, hits: Tensor, n_relevant: Tensor, ks: tuple[int, ...], ties: str,
+                 count_tail: TailCounter, bounds: bool = False) -> dict[str, Tensor]:
+    """Per-user metrics of ranked lists under the tie rule ``ties``; with ``bounds``, also
+    the :data:`TIE_PREFIX` columns: each metric with relevant items last and first inside
+    every tie group (its range over all orders), and which cut-offs split a group.
+
+    Only the lists that hold a tie are scored again under each rule; the others keep the
+    values of the plain lists (any rule gives those exactly).
+
+    Args:
+        ranked: the lists (:func:`ranked_list`).
+        hits: (B, L) bool relevance of the listed items.
+        n_relevant: (B,) relevant items per user (>= 1).
+        ks: cut-offs.
+        ties: a rule of bench.evaluation.ties.TIE_MODES.
+        count_tail: see :data:`TailCounter`.
+    """
+    check_mode(ties)
+    groups = tie_groups(ranked, hits, count_tail)
+    plain = metrics_from_hits(hits, n_relevant, ks)
+    rows = groups.rows_with_ties()
+    tied = groups.select(rows)
+
+    def under(rule: str) -> dict[str, Tensor]:
+        if rule == "lowest_id" or rows.numel() == 0:
+            return plain
+        values = metrics_from_hits(hits[rows], n_relevant[rows], ks, tied, rule)
+        return {key: column.index_copy(0, rows, values[key]) for key, column in plain.items()}
+
+    out = dict(under(ties))
+    if bounds:
+        for bound in BOUNDS:
+            out.update({f"{TIE_PREFIX}{bound}/{key}": v for key, v in under(bound).items()})
+        length = hits.shape[1]
+        for k in ks:
+            if length:
+                out[f"{TIE_PREFIX}cut@{k}"] = groups.tied[:, min(k, length) - 1].to(torch.float64)
+    return out
+
+
+def ranking_metrics(scores: Tensor, relevant: Tensor, ks: tuple[int, ...] = DEFAULT_KS,
+                    ties: str = "expected") -> dict[str, Tensor]:
     """Per-user metrics from a full score matrix (functional form).
 
     Args:
         scores: (B, I) scores, with excluded (e.g. training) items already set to -inf.
         relevant: (B, I) bool, the held-out items; every row needs one True.
         ks: cut-offs.
+        ties: how tied items are ordered (bench.evaluation.ties.TIE_MODES).
     Returns:
         dict of (B,) float64 tensors, see :func:`metrics_from_hits`.
     """
-    top = rank_items(scores, max(ks))
-    hits = relevant.gather(1, top)
-    return metrics_from_hits(hits, relevant.sum(1), ks)
+    ranked = ranked_list(scores, max(ks))
+    hits = relevant.gather(1, ranked.items)
+
+    def count_tail(rows: Tensor, boundary: Tensor) -> tuple[Tensor, Tensor]:
+        same = scores[rows] == boundary.unsqueeze(1)
+        return same.sum(1), (same & relevant[rows]).sum(1)
+
+    return list_metrics(ranked, hits, relevant.sum(1), ks, ties, count_tail)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bench.evaluation.ties import TieGroups
+
 
 def ideal_dcg(n_relevant: Tensor, k: int | None = None) -> Tensor:
     """IDCG@K = sum_{r=1}^{min(K, n)} 1 / log2(r + 1) per user.
@@ -49,6 +51,9 @@ class HitStats:
         n_relevant: (B,) float64 relevant items per user.
         cum_hits, cum_dcg: (B, L) running hit count and DCG down the list.
         first_hit: (B,) float64 rank of the first hit, L + 1 when none.
+        ties: the lists' tie groups when ``hits`` are expectations over the orders of tied
+            items (``eval.ties=expected``): a metric that is not linear in the hits (HitRate,
+            MRR) reads them for its closed form; None when every hit is 0 or 1.
     """
 
     hits: Tensor
@@ -56,14 +61,16 @@ class HitStats:
     cum_hits: Tensor
     cum_dcg: Tensor
     first_hit: Tensor
+    ties: TieGroups | None = None
 
     @property
     def length(self) -> int:
         return self.hits.shape[1]
 
     @classmethod
-    def from_hits(cls, hits: Tensor, n_relevant: Tensor) -> HitStats:
-        """Args: hits (B, L) bool/0-1 relevance of each ranked list; n_relevant (B,) >= 1."""
+    def from_hits(cls, hits: Tensor, n_relevant: Tensor, ties: TieGroups | None = None) -> HitStats:
+        """Args: hits (B, L) bool/0-1 relevance of each ranked list (or, with ``ties``, the
+        probability that each position is relevant); n_relevant (B,) >= 1."""
         hits = hits.to(torch.float64)
         n_rel = n_relevant.to(torch.float64)
         if (n_rel < 1).any():
@@ -74,7 +81,7 @@ class HitStats:
         any_hit = hits.bool().any(1)
         first = torch.where(any_hit, hits.bool().to(torch.int8).argmax(1).to(torch.float64) + 1.0,
                             torch.full_like(n_rel, float(length + 1)))
-        return cls(hits, n_rel, torch.cumsum(hits, 1), torch.cumsum(hits * discount, 1), first)
+        return cls(hits, n_rel, torch.cumsum(hits, 1), torch.cumsum(hits * discount, 1), first, ties)
 
     def hits_at(self, k: int) -> Tensor:
         """(B,) relevant items within the top K."""
@@ -89,8 +96,24 @@ class HitStats:
         return self.cum_dcg[:, min(k, self.length) - 1]
 
 
-def rank_items(scores: Tensor, k: int) -> Tensor:
-    """Indices of the ``k`` best items per row, ties broken by lower item index.
+@dataclass
+class RankedList:
+    """The best items of score rows, ties broken by lower item index.
+
+    Attributes:
+        items: (B, L) int64 item indices, best first.
+        scores: (B, L) their scores.
+        straddles: (B,) bool, the score at the last position is shared by an item past
+            the list (a tie group that the list's end splits).
+    """
+
+    items: Tensor
+    scores: Tensor
+    straddles: Tensor
+
+
+def ranked_list(scores: Tensor, k: int) -> RankedList:
+    """The ``k`` best items per row with their scores, ties broken by lower item index.
 
     ``torch.topk`` leaves the order of equal scores unspecified; here a tie is always
     resolved in favour of the smaller item id, both inside the list and at its cut-off,
@@ -99,13 +122,12 @@ def rank_items(scores: Tensor, k: int) -> Tensor:
     Args:
         scores: (B, I) scores; masked items should hold -inf.
         k: list length (clamped to I).
-    Returns:
-        (B, min(k, I)) int64 item indices, best first.
     """
-    n_items = scores.shape[1]
+    n_rows, n_items = scores.shape
     k = min(k, n_items)
     if k == 0:
-        return torch.empty(scores.shape[0], 0, dtype=torch.int64, device=scores.device)
+        empty = torch.empty(n_rows, 0, dtype=torch.int64, device=scores.device)
+        return RankedList(empty, scores[:, :0], torch.zeros(n_rows, dtype=torch.bool, device=scores.device))
     probe = min(k + 1, n_items)
     vals, idx = torch.topk(scores, probe, dim=1)
     # topk sorts by value; equal values are adjacent but in unspecified order. Only rows
@@ -117,13 +139,18 @@ def rank_items(scores: Tensor, k: int) -> Tensor:
         order = torch.sort(vals[rows].gather(1, perm), dim=1, descending=True, stable=True).indices
         idx[rows] = idx_sorted.gather(1, order)
     idx = idx[:, :k].clone()
+    straddles = torch.zeros(n_rows, dtype=torch.bool, device=scores.device)
     if probe > k:
         # a tie straddling the cut-off: the top-(k+1) may hold any of the tied items,
         # so those rows are ranked exactly with a full stable sort
-        boundary = vals[:, k - 1] == vals[:, k]
-        if boundary.any():
-            rows = boundary.nonzero().squeeze(1)
+        straddles = vals[:, k - 1] == vals[:, k]
+        if straddles.any():
+            rows = straddles.nonzero().squeeze(1)
             idx[rows] = torch.sort(scores[rows], dim=1, descending=True, stable=True).indices[:, :k]
-    return idx
+    return RankedList(idx, vals[:, :k], straddles)
 
 
+def rank_items(scores: Tensor, k: int) -> Tensor:
+    """Indices of the ``k`` best items per row, ties broken by lower item index
+    (:func:`ranked_list`'s items): (B, min(k, I)) int64, best first."""
+    return ranked_list(scores, k).items

@@ -5,6 +5,9 @@ Recall@K = h@K / |R_u|; Precision@K = h@K / K; HitRate@K = [h@K > 0];
 MRR@K = 1 / rank of the first hit within K (0 if none);
 NDCG@K = DCG@K / IDCG@K, DCG@K = sum over hits at rank r <= K of 1 / log2(r + 1),
 IDCG@K = sum_{r=1}^{min(K, |R_u|)} 1 / log2(r + 1).
+
+Under ``eval.ties=expected`` the hits are probabilities; Recall, Precision and NDCG are linear
+in them, HitRate and MRR take their closed forms (bench/evaluation/ties.py).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from torch import Tensor
 
 from bench.evaluation.metrics import METRICS
 from bench.evaluation.metrics.ranking import HitStats, ideal_dcg
+from bench.evaluation.ties import expected_hit, expected_mrr
 
 
 @METRICS.register("recall")
@@ -33,10 +37,14 @@ def precision(stats: HitStats, k: int) -> Tensor:
 
 @METRICS.register("hit")
 def hit(stats: HitStats, k: int) -> Tensor:
+    if stats.ties is not None and stats.length:
+        return expected_hit(stats.cum_hits, stats.ties, k)
     return (stats.hits_at(k) > 0).to(torch.float64)
 
 
 @METRICS.register("mrr")
 def mrr(stats: HitStats, k: int) -> Tensor:
+    if stats.ties is not None and stats.length:
+        return expected_mrr(stats.ties, k)
     first = stats.first_hit
     return torch.where(first <= min(k, stats.length), 1.0 / first, torch.zeros_like(first))
