@@ -59,7 +59,14 @@ def leave_one_out(data: Interactions) -> tuple[RankingSplits, Sequences]:
     valid_item[pairs[is_valid, 0]] = pairs[is_valid, 1]
     sequences = Sequences(items=train[:, 1].contiguous(), indptr=indptr, valid_item=valid_item)
     splits = RankingSplits(name=data.name, n_users=n_users, n_items=n_items,
-                      train=CSR.from_pairs(torch.unique(train, dim=0), n_users, n_items),
+                      train=CSR.from_pairs(_unique_pairs(train, n_items), n_users, n_items),
                       valid=CSR.from_pairs(pairs[is_valid], n_users, n_items),
                       test=CSR.from_pairs(pairs[is_test], n_users, n_items))
     return splits, sequences
+
+
+def _unique_pairs(pairs: Tensor, n_items: int) -> Tensor:
+    """(M, 2) distinct (user, item) rows sorted by user then item: ``torch.unique(pairs, dim=0)``
+    on one int64 key per row, several times faster on a million rows."""
+    keys = torch.unique(pairs[:, 0] * n_items + pairs[:, 1])
+    return torch.stack([keys // n_items, keys % n_items], 1)
