@@ -3,6 +3,7 @@ through an independent evaluator (pytrec_eval, i.e. trec_eval's code)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -19,6 +20,8 @@ from bench.run import train_and_test
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
 K = 100
+#: the local data copies, as tests/conftest.py's ``shared_data`` finds them (a module-wide run cannot use that fixture)
+SHARED_DATA = Path(os.environ.get("BENCH_DATA_DIR") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 # the tiny problem with 300 items, so that every cut-off up to K = 100 truncates the ranking
 OVERRIDES_ITEMS = "dataset.n_items=300"
 
@@ -37,12 +40,31 @@ def trained(tiny, tmp_path_factory) -> RunResult:
     return RunResult.read(where / "run")
 
 
+@pytest.fixture(scope="module")
+def trained_health(tiny, tmp_path_factory) -> RunResult:
+    """A real run on the paper's Health split (MF + SL, 2 epochs, N = 50), trained once."""
+    from bench.app import compose
+
+    if not (SHARED_DATA / "ir-benchmark").is_dir():
+        if os.environ.get("BENCH_DATA_DIR"):  # asked for and absent: a broken setup, not a reason to skip
+            pytest.fail(f"BENCH_DATA_DIR={SHARED_DATA} holds no ir-benchmark/; point it at the data copies")
+        pytest.skip(f"no local data at {SHARED_DATA}; set BENCH_DATA_DIR")
+    where = tmp_path_factory.mktemp("export-health")
+    overrides = ["dataset=health", "trainer.max_epochs=2", "trainer.check_val_every_n_epoch=1",
+                 "loss.n_negatives=50", "trainer.accelerator=cpu", "logger=none"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BENCH_CACHE_DIR", str(where / "cache"))
+        train_and_test(compose([*overrides, f"output_dir={where / 'run'}", f"data_dir={SHARED_DATA}"]),
+                       overrides=overrides)
+    return RunResult.read(where / "run")
+
+
 def _read_run(path: Path) -> dict[str, list[tuple[str, int, float]]]:
     """qid -> [(docid, rank, score)] in file order, checking the six columns."""
     out: dict[str, list[tuple[str, int, float]]] = defaultdict(list)
     for line in path.read_text().splitlines():
         qid, q0, doc, rank, score, tag = line.split()
-        assert q0 == "Q0" and tag == "sl-mf-synthetic-seed0"
+        assert q0 == "Q0" and tag in ("sl-mf-synthetic-seed0", "sl-mf-health-seed0")
         out[qid].append((doc, int(rank), float(score)))
     return out
 
@@ -56,13 +78,20 @@ def _read_qrels(path: Path) -> dict[str, set[str]]:
     return out
 
 
-def _assert_no_ties(run: dict[str, list[tuple[str, int, float]]]) -> None:
-    """Ranks 1..n in file order and strictly falling scores: trec_eval re-sorts by score and
-    breaks ties its own way, so with a tie the comparison below would not test the export."""
+def _tied_queries(run: dict[str, list[tuple[str, int, float]]]) -> set[str]:
+    """The queries whose listed scores tie (trec_eval re-sorts by score and breaks ties its own
+    way, so on those a comparison would not test the export); ranks must be 1..n in file order."""
+    tied = set()
     for qid, rows in run.items():
         assert [r for _, r, _ in rows] == list(range(1, len(rows) + 1)), qid
-        scores = np.array([s for _, _, s in rows])
-        assert (np.diff(scores) < 0).all(), f"query {qid} has tied scores; the comparison would be meaningless"
+        if not (np.diff(np.array([s for _, _, s in rows])) < 0).all():
+            tied.add(qid)
+    return tied
+
+
+def _assert_no_ties(run: dict[str, list[tuple[str, int, float]]]) -> None:
+    tied = _tied_queries(run)
+    assert not tied, f"queries {sorted(tied)[:5]} have tied scores; the comparison would be meaningless"
 
 
 def _trec_metrics(run_path: Path, qrels_path: Path, ks: list[int]) -> dict[str, dict[str, float]]:
@@ -87,11 +116,17 @@ def _trec_metrics(run_path: Path, qrels_path: Path, ks: list[int]) -> dict[str, 
 
 
 @pytest.mark.slow
-def test_exported_files_reproduce_the_test_metrics_with_pytrec_eval(trained, tmp_path):
+@pytest.mark.parametrize("which", ["trained", "trained_health"])
+def test_exported_files_reproduce_the_test_metrics_with_pytrec_eval(which, request, tmp_path):
+    trained = request.getfixturevalue(which)
     run_path, qrels_path = export_run(trained.run_dir, tmp_path, k=K)
     assert (run_path.name, qrels_path.name) == ("test.run", "test.qrels")
     run = _read_run(run_path)
-    _assert_no_ties(run)
+    # real data can hold a few float32 ties (Health after 2 epochs: about 1 query in 2,000):
+    # those queries are left out of the per-user comparison, and of the means
+    tied = _tied_queries(run)
+    assert not tied or which == "trained_health", f"queries {sorted(tied)[:5]} tie on synthetic data"
+    assert len(tied) <= 0.01 * len(run)
     ks = [k for k in trained.config["eval"]["ks"] if k <= K]
     assert ks == [5, 10, 20, 50, 100]
     per_query = _trec_metrics(run_path, qrels_path, ks)
@@ -99,10 +134,12 @@ def test_exported_files_reproduce_the_test_metrics_with_pytrec_eval(trained, tmp
     users, per_user = trained.load_per_user()
     assert sorted(per_query, key=int) == [str(u) for u in users] == sorted(run, key=int)
     assert set(_read_qrels(qrels_path)) == set(run)
+    keep = np.array([str(u) not in tied for u in users])
     for metric in [f"{m}@{k}" for k in ks for m in ("ndcg", "recall", "precision", "hit", "mrr")]:
         mine = np.array([per_query[str(u)][metric] for u in users])
-        np.testing.assert_allclose(mine, per_user[metric], rtol=0, atol=1e-6, err_msg=metric)
-        assert mine.mean() == pytest.approx(trained.test[metric], abs=1e-6), metric
+        np.testing.assert_allclose(mine[keep], per_user[metric][keep], rtol=0, atol=1e-6, err_msg=metric)
+        if not tied:
+            assert mine.mean() == pytest.approx(trained.test[metric], abs=1e-6), metric
     assert 0 < trained.test["recall@20"] < trained.test["recall@100"] < 1  # cut-offs that truncate
 
 
