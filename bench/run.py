@@ -125,15 +125,15 @@ def _check_model_fits_task(model_name: str, task_name: str) -> None:
 def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule:
     """The task's data module for the configured data set."""
     # noise is a setting of the data, applied by the task to its training split only
-    noise = {key: cfg.dataset.get(f"noise_{key}") for key in ("ratio", "seed") if f"noise_{key}" in cfg.dataset}
-    check_noise(noise.get("ratio", 0.0), noise.get("seed", 0))
+    ratio, noise_seed = cfg.dataset.get("noise_ratio", 0.0), cfg.dataset.get("noise_seed", 0)
+    check_noise(ratio, noise_seed)
     data = load_dataset(cfg.dataset)
     task = instantiate(cfg.task)
     _check_model_fits_task(cfg.model.name, task.name)
-    if noise.get("ratio", 0.0) and task.name != "cf":
-        raise ConfigError(f"dataset.noise_ratio={noise['ratio']} flips user-item pairs, which only task=cf has; "
+    if ratio and task.name != "cf":
+        raise ConfigError(f"dataset.noise_ratio={ratio} flips user-item pairs, which only task=cf has; "
                           f"set it to 0 for task={task.name}")
-    extra = {"noise_ratio": noise["ratio"], "noise_seed": noise.get("seed", 0)} if noise.get("ratio") else {}
+    extra = {"noise_ratio": ratio, "noise_seed": noise_seed} if ratio else {}
     datamodule = task.datamodule(data, seed=seed, batch_size=int(cfg.train.batch_size), ks=tuple(cfg.eval.ks),
                                  max_scores=int(cfg.eval.max_scores), ties=str(cfg.eval.get("ties", "expected")),
                                  test_masks_valid=bool(cfg.eval.get("test_masks_valid", True)), **extra)

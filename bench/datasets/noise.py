@@ -8,7 +8,6 @@ masked at evaluation like every training item.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
@@ -99,8 +98,3 @@ def add_false_positives(splits: RankingSplits, ratio: float, seed: int = 0) -> R
     train = CSR.from_pairs(torch.cat([splits.train.to_pairs(), noise.to_pairs()]), splits.n_users, splits.n_items)
     return replace(splits, train=train, noise={"ratio": float(ratio), "seed": int(seed), "n_flipped": noise.nnz,
                                                "per_user": f"ceil({ratio} * training items)"})
-
-
-def expected_count(degrees: list[int], ratio: float) -> int:
-    """sum_u ceil(ratio * n_u): the number of items :func:`false_positives` flips (for checks)."""
-    return sum(math.ceil(d * ratio - 1e-9) for d in degrees)

@@ -25,9 +25,10 @@ from torch import Tensor
 from bench.errors import BenchError, storage_error
 from bench.evaluation import FullRankingEvaluator
 from bench.evaluation.metrics.ranking import rank_items
-from bench.report.checkpoints import load_model, run_datamodule
+from bench.report.checkpoints import load_model, run_config
 from bench.results import RunResult
 from bench.results.schema import CHECKPOINT_DIR, COMPLETED
+from bench.run import build_datamodule
 
 __all__ = ["SPLITS", "export_run", "run_tag"]
 
@@ -134,9 +135,10 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None, k: int = 
     assert res.run_dir is not None
     out = Path(out_dir) if out_dir is not None else res.run_dir / "export"
 
-    datamodule = run_datamodule(res)
+    cfg = run_config(res)
+    datamodule = build_datamodule(cfg, res.seed)
     evaluator: FullRankingEvaluator = getattr(datamodule, SPLITS[split])
-    model = load_model(res, ckpt, datamodule.train_data).to(device)
+    model = load_model(res, ckpt, datamodule.train_data, cfg).to(device)
     model.eval()
     score_users = model.full_scorer(split)
     tag = run_tag(res)

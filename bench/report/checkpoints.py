@@ -35,13 +35,15 @@ def run_datamodule(res: RunResult) -> RankingDataModule:
     return build_datamodule(run_config(res), res.seed)
 
 
-def load_model(res: RunResult, checkpoint: str | Path, train_data: TrainData) -> EmbeddingModel:
+def load_model(res: RunResult, checkpoint: str | Path, train_data: TrainData,
+               cfg: DictConfig | None = None) -> EmbeddingModel:
     """The run's backbone, bound to ``train_data`` (graph backbones rebuild their adjacency),
-    with the weights of a Lightning checkpoint (``best.ckpt``, ``last.ckpt`` or any path)."""
+    with the weights of a Lightning checkpoint (``best.ckpt``, ``last.ckpt`` or any path).
+    ``cfg``: the run's config when the caller has already rebuilt it (else rebuilt here)."""
     path = Path(checkpoint)
     if not path.is_file():
         raise BenchError(f"no checkpoint {path}")
-    model = instantiate(run_config(res).model, n_users=train_data.n_users, n_items=train_data.n_items)
+    model = instantiate((cfg or run_config(res)).model, n_users=train_data.n_users, n_items=train_data.n_items)
     model.bind(train_data)
     state = load_checkpoint(path)["state_dict"]
     model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
@@ -64,7 +66,7 @@ def retest(res: RunResult, eval_overrides: Sequence[str] = (), checkpoint: str |
         raise BenchError(f"{res.run_dir}: no best checkpoint to test; only a completed run can be tested again")
     cfg = recompose_run(res, res.run_dir, extra=eval_overrides, evaluation=True)
     datamodule = build_datamodule(cfg, res.seed)
-    model = load_model(res, checkpoint or res.best_checkpoint, datamodule.train_data)
+    model = load_model(res, checkpoint or res.best_checkpoint, datamodule.train_data, cfg)
     evaluator = datamodule.test_evaluator
     metrics, tie_columns = split_tie_columns(evaluator.evaluate(model.full_scorer("test")))
     return evaluator.users, metrics, tie_summary(metrics, tie_columns, evaluator.ties)
