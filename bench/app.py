@@ -91,7 +91,8 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     if getattr(rank_zero_only, "rank", 0) != 0:  # DDP: one report, from rank 0
         return results
     ks = list(cfg.eval.ks)
-    print(f"\nTest metrics ({results.data['test_users']} users; best validation epoch {results.best['epoch']}):")
+    queries = "lists" if "fold" in results.data else "users"  # task=ltr evaluates ranked lists
+    print(f"\nTest metrics ({results.data['test_users']} {queries}; best validation epoch {results.best['epoch']}):")
     print(format_metrics_table(results.test, ks))
     print(f"results: {Path(cfg.output_dir).resolve() / RESULTS_FILE}")
     return results

@@ -36,6 +36,7 @@ from bench.results.callbacks import code_version, hardware_info, host_info, now_
 from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
 from bench.tasks.datamodule import RankingDataModule
+from bench.tasks.ltr import LtrDataModule, LtrModule
 from bench.tasks.module import RankingModule
 from bench.validation import validate
 
@@ -43,8 +44,8 @@ log = logging.getLogger(__name__)
 
 
 def format_metrics_table(means: dict[str, float], ks: Sequence[int]) -> str:
-    """A plain-text table, rows = K, columns = metrics."""
-    names = metric_names()
+    """A plain-text table, rows = K, columns = the metrics present in ``means``."""
+    names = [m for m in metric_names() if any(f"{m}@{k}" in means for k in ks)] or metric_names()
     rows = [f"{'K':>5} " + " ".join(f"{m:>10}" for m in names)]
     for k in ks:
         rows.append(f"{k:>5} " + " ".join(f"{means.get(f'{m}@{k}', float('nan')):>10.4f}" for m in names))
@@ -122,7 +123,7 @@ def _check_model_fits_task(model_name: str, task_name: str) -> None:
                           f"{', '.join(fitting)}")
 
 
-def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule:
+def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataModule:
     """The task's data module for the configured data set."""
     # noise is a setting of the data, applied by the task to its training split only
     ratio, noise_seed = cfg.dataset.get("noise_ratio", 0.0), cfg.dataset.get("noise_seed", 0)
@@ -139,14 +140,15 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule:
                                  test_masks_valid=bool(cfg.eval.get("test_masks_valid", True)), **extra)
     splits = datamodule.splits
     if datamodule.test_evaluator.users.numel() == 0:
-        raise DataError(f"data set '{splits.name}' leaves no user with a test item ({splits.n_users} users, "
-                        f"{splits.test.nnz} test interactions): no metric could be computed; use data with more "
+        raise DataError(f"data set '{splits.name}' leaves no query with a relevant test item "
+                        f"({datamodule.describe()}): no metric could be computed; use data with more "
                         "interactions per user, or lower dataset.k_core / raise dataset.test_fraction")
-    log.info("data %s: %d users, %d items, %d train / %d valid / %d test interactions", splits.name,
-             splits.n_users, splits.n_items, splits.train.nnz, splits.valid.nnz, splits.test.nnz)
+    log.info(datamodule.describe())
+    lists = isinstance(datamodule, LtrDataModule)
     for split, ev in (("validation", datamodule.val_evaluator), ("test", datamodule.test_evaluator)):
         if ev.n_skipped:
-            log.info("%d users have no %s items and are excluded from %s averages", ev.n_skipped, split, split)
+            log.info("%d %s and are excluded from %s averages", ev.n_skipped,
+                     "lists have no relevant document" if lists else f"users have no {split} items", split)
     return datamodule
 
 
@@ -217,7 +219,7 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
         datamodule = build_datamodule(cfg, seed)
     _check_same_data(earlier.get("data_files"), data_files, out)
     record.provenance["data_files"] = dict(sorted(data_files.items()))
-    record.data = {**datamodule.splits.summary(), "val_users": int(datamodule.val_evaluator.users.numel()),
+    record.data = {**datamodule.summary(), "val_users": int(datamodule.val_evaluator.users.numel()),
                    "test_users": int(datamodule.test_evaluator.users.numel()),
                    "val_users_skipped": datamodule.val_evaluator.n_skipped,
                    "test_users_skipped": datamodule.test_evaluator.n_skipped}
@@ -226,12 +228,15 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     if writer:
         record.write(out)
 
-    splits = datamodule.splits
-    model = instantiate(cfg.model, n_users=splits.n_users, n_items=splits.n_items)
-    module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
-                           negatives=str(cfg.train.get("negatives", "per_pair")),
-                           shared_groups=int(cfg.train.get("shared_groups", 1)),
-                           distinct_negatives=bool(cfg.train.get("distinct_negatives", False)))
+    model = instantiate(cfg.model, **datamodule.model_kwargs())
+    module: RankingModule
+    if isinstance(datamodule, LtrDataModule):
+        module = LtrModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed)
+    else:
+        module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
+                               negatives=str(cfg.train.get("negatives", "per_pair")),
+                               shared_groups=int(cfg.train.get("shared_groups", 1)),
+                               distinct_negatives=bool(cfg.train.get("distinct_negatives", False)))
 
     logger_cfg = cfg.get("logger")
     if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):

@@ -1,4 +1,5 @@
-"""Full-ranking evaluation: registered metrics (functional form) and a chunked evaluator."""
+"""Full-ranking evaluation: registered metrics (functional form), a chunked evaluator and the
+per-edge (filtered) ranking of link prediction."""
 
 from bench.evaluation.evaluator import FullRankingEvaluator, mean_metrics
 from bench.evaluation.metrics import (
@@ -10,6 +11,8 @@ from bench.evaluation.metrics import (
                                       rank_items,
                                       ranking_metrics,
 )
+from bench.evaluation.per_edge import EDGE_PREFIX, edge_metrics, edge_summary, filtered_ranks
 
-__all__ = ["DEFAULT_KS", "METRICS", "FullRankingEvaluator", "mean_metrics", "metric_key", "metric_names",
-           "metrics_from_hits", "rank_items", "ranking_metrics"]
+__all__ = ["DEFAULT_KS", "EDGE_PREFIX", "METRICS", "FullRankingEvaluator", "edge_metrics", "edge_summary",
+           "filtered_ranks", "mean_metrics", "metric_key", "metric_names", "metrics_from_hits", "rank_items",
+           "ranking_metrics"]

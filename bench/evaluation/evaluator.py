@@ -11,6 +11,7 @@ from torch import Tensor
 from bench.datasets.base import CSR
 from bench.errors import TrainingDiverged
 from bench.evaluation.metrics import DEFAULT_KS, TIE_PREFIX, list_metrics, ranked_list
+from bench.evaluation.per_edge import EDGE_PREFIX, edge_columns
 from bench.evaluation.ties import BOUNDS, check_mode
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,10 @@ class FullRankingEvaluator:
     Besides the metrics, every user gets the :data:`~bench.evaluation.metrics.TIE_PREFIX`
     columns (each metric's range over the orders of tied items, and which cut-offs split a
     tie group); :func:`split_tie_columns` takes them apart and :func:`tie_summary` sums them up.
+    With ``per_edge`` (link prediction), every user also gets the
+    :data:`~bench.evaluation.per_edge.EDGE_PREFIX` columns: sums of the per-edge filtered
+    ranking's metrics over its target items (:mod:`bench.evaluation.per_edge`), which
+    :func:`~bench.evaluation.per_edge.edge_summary` averages over edges.
 
     Args:
         target: held-out items per user (the relevant set R_u).
@@ -36,11 +41,14 @@ class FullRankingEvaluator:
         ks: cut-offs.
         max_scores: score-matrix entries per chunk (float32: 4 bytes each).
         ties: how tied items are ordered (bench.evaluation.ties.TIE_MODES; docs/evaluation.md#ties).
+        per_edge: also rank each (user, target item) pair on its own, the target's fellow
+            targets filtered out (the per-edge link-prediction protocol).
     """
 
     def __init__(self, target: CSR, exclude: Sequence[CSR], ks: Sequence[int] = DEFAULT_KS,
-                 max_scores: int = 1 << 24, ties: str = "expected") -> None:
+                 max_scores: int = 1 << 24, ties: str = "expected", per_edge: bool = False) -> None:
         self.target = target
+        self.per_edge = bool(per_edge)
         self.ties = check_mode(ties)
         self.exclude = list(exclude)
         self.ks = tuple(sorted(int(k) for k in ks))
@@ -63,7 +71,8 @@ class FullRankingEvaluator:
             score_users: (b,) user ids -> (b, n_items) scores.
             users: (b,) user ids, each with at least one target item.
         Returns:
-            ``{"ndcg@20": (b,) float64, ..., "ties:optimistic/ndcg@20": ..., "ties:cut@20": ...}``.
+            ``{"ndcg@20": (b,) float64, ..., "ties:optimistic/ndcg@20": ..., "ties:cut@20": ...}``,
+            with ``per_edge`` also ``"edge:edges"``, ``"edge:mrr"``, ``"edge:hit@20"``, ... (sums).
         """
         target = self.target.on(users.device)
         scores = self.masked_scores(score_users, users)
@@ -78,8 +87,13 @@ class FullRankingEvaluator:
             relevant = torch.bincount(row_of[same[row_of, items]], minlength=rows.numel())
             return same.sum(1), relevant
 
-        return list_metrics(ranked, self._hits(target, users, ranked.items), target.degrees()[users], self.ks,
-                            self.ties, count_tail, bounds=True)
+        out = list_metrics(ranked, self._hits(target, users, ranked.items), target.degrees()[users], self.ks,
+                           self.ties, count_tail, bounds=True)
+        if self.per_edge:  # from the same masked rows: no second scoring pass
+            rows, items = target.gather_rows(users)
+            out.update(edge_columns(scores, rows, items, self.ks, self.ties,
+                                    max_scores=self.chunk_size * max(self.n_items, 1)))
+        return out
 
     def masked_scores(self, score_users: Callable[[Tensor], Tensor], users: Tensor) -> Tensor:
         """(b, n_items) float32 scores of ``users`` with their ``exclude`` items at -inf."""
@@ -114,8 +128,9 @@ def mean_metrics(per_user: dict[str, Tensor]) -> dict[str, float]:
 
 
 def split_tie_columns(per_user: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """(metrics, tie columns without their prefix) of an evaluator's per-user output."""
-    metrics = {k: v for k, v in per_user.items() if not k.startswith(TIE_PREFIX)}
+    """(metrics, tie columns without their prefix) of an evaluator's per-user output; the
+    per-edge columns (:data:`~bench.evaluation.per_edge.EDGE_PREFIX`) are in neither."""
+    metrics = {k: v for k, v in per_user.items() if not k.startswith((TIE_PREFIX, EDGE_PREFIX))}
     tie_columns = {k[len(TIE_PREFIX):]: v for k, v in per_user.items() if k.startswith(TIE_PREFIX)}
     return metrics, tie_columns
 

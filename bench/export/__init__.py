@@ -29,6 +29,7 @@ from bench.report.checkpoints import load_model, run_config
 from bench.results import RunResult
 from bench.results.schema import CHECKPOINT_DIR, COMPLETED
 from bench.run import build_datamodule
+from bench.tasks.datamodule import RankingDataModule
 
 __all__ = ["SPLITS", "export_run", "run_tag"]
 
@@ -137,6 +138,9 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None, k: int = 
 
     cfg = run_config(res)
     datamodule = build_datamodule(cfg, res.seed)
+    if not isinstance(datamodule, RankingDataModule):
+        raise BenchError(f"{res.run_dir} is a task=ltr run; the export writes full-catalogue rankings of "
+                         "recommendation and link-prediction runs only")
     evaluator: FullRankingEvaluator = getattr(datamodule, SPLITS[split])
     model = load_model(res, ckpt, datamodule.train_data, cfg).to(device)
     model.eval()

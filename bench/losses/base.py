@@ -119,3 +119,34 @@ class RecLoss(nn.Module):
     def diagnostics(self, scorer: Scorer) -> dict[str, float]:
         """Values logged at every validation (prefixed ``diag/``); none by default."""
         return {}
+
+    # learning to rank --------------------------------------------------------------------
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        """``task=ltr``: the scalar loss of B padded candidate lists with graded labels.
+
+        Losses that rank lists override this (:func:`has_list_form`); the others have no
+        learning-to-rank form and ``task=ltr`` refuses them.
+
+        Args:
+            scores: (B, L) scores, with gradient; padding may hold anything.
+            labels: (B, L) integer relevance grades >= 0.
+            mask: (B, L) bool, True for the real documents of each list.
+            generator: randomness a loss may need (ListMLE's order of tied labels), seeded
+                per step by the caller.
+        Returns:
+            scalar: the mean over the lists that have something to learn (documents of at
+            least two grades); 0 when none has.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no learning-to-rank form")
+
+
+def has_list_form(loss: RecLoss | type) -> bool:
+    """Whether a loss (instance or class) implements :meth:`RecLoss.list_loss` (``task=ltr``)."""
+    cls = loss if isinstance(loss, type) else type(loss)
+    return getattr(cls, "list_loss", RecLoss.list_loss) is not RecLoss.list_loss
+
+
+def list_mean(loss: Tensor, counted: Tensor) -> Tensor:
+    """Scalar mean of the (B,) per-list ``loss`` over the ``counted`` lists (0 when none is)."""
+    return torch.where(counted, loss, torch.zeros_like(loss)).sum() / counted.sum().clamp(min=1)

@@ -18,7 +18,8 @@ from bench.contracts import LossBatch, TrainData
 from bench.errors import ConfigError
 from bench.evaluation.metrics import ideal_dcg, ranks_within
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss, mean_over_negatives
+from bench.losses.base import RecLoss, list_mean, mean_over_negatives
+from bench.losses.ndcg_surrogates import graded_gains, ideal_dcg_at
 
 VARIANTS = ("paper", "reference_code")
 RANKS = ("exact", "sampled")
@@ -147,6 +148,32 @@ class LambdaWeighted(RecLoss):
             weight = self.pair_weights(*self.current_ranks(batch), batch)
         return mean_over_negatives(weight * F.softplus(batch.neg - batch.pos.unsqueeze(1)), batch.neg_valid)
 
+    def rank_weights(self, rank_i: Tensor, rank_j: Tensor) -> Tensor:
+        """Learning to rank: the weight's rank factor for document pairs with ranks ``rank_i``,
+        ``rank_j`` (broadcastable); the list form multiplies it by the pair's gain gap."""
+        raise NotImplementedError
+
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        r"""Graded form: over the pairs :math:`y_i > y_j` of a list,
+        :math:`\sum w_{ij}\, \mathrm{softplus}(s_j - s_i)` with
+        :math:`w_{ij} = |G_i - G_j| \cdot` :meth:`rank_weights` :math:`(\pi_i, \pi_j)`, where
+        :math:`G = (2^y - 1) / \mathrm{IDCG}` (IDCG@K for LambdaLoss@K) and :math:`\pi` the exact
+        ranks within the list (1 + the documents scored strictly higher); mean over the lists."""
+        s = scores.masked_fill(~mask, 0.0)
+        with torch.no_grad():
+            gains = graded_gains(labels, mask, s)
+            idcg = ideal_dcg_at(gains, getattr(self, "k", None))
+            counted = idcg > 0
+            g = gains / torch.where(counted, idcg, 1.0)[:, None]
+            ranks = 1.0 + (mask[:, None, :] & (s[:, None, :] > s[:, :, None])).sum(2).to(s.dtype)
+            y = labels.to(s.dtype)
+            above = mask[:, :, None] & mask[:, None, :] & (y[:, :, None] > y[:, None, :])  # [b, i, j]: y_i > y_j
+            weight = self.rank_weights(ranks[:, :, None], ranks[:, None, :]) * (g[:, :, None] - g[:, None, :])
+            weight = torch.where(above, weight, torch.zeros_like(weight))
+        per_list = (weight * F.softplus(s[:, None, :] - s[:, :, None])).sum((1, 2))
+        return list_mean(per_list, counted & above.flatten(1).any(1))
+
 
 @LOSSES.register("lambdaloss")
 class LambdaLoss(LambdaWeighted):
@@ -170,6 +197,9 @@ class LambdaLoss(LambdaWeighted):
 
     def pair_weights(self, rank_pos: Tensor, rank_neg: Tensor, batch: LossBatch) -> Tensor:
         return lambda_weights(rank_pos, rank_neg, self.k, self.variant)
+
+    def rank_weights(self, rank_i: Tensor, rank_j: Tensor) -> Tensor:
+        return lambda_weights(rank_i, rank_j, self.k, self.variant)
 
 
 @LOSSES.register("lambdalossk")
@@ -225,6 +255,10 @@ class LambdaRank(LambdaWeighted):
             self.idcg_table = torch.ones(data.n_users, dtype=torch.float64, device=self.idcg_table.device)
         elif self.idcg:
             self.idcg_table = ideal_dcg(data.train.degrees()).to(self.idcg_table.device)
+
+    def rank_weights(self, rank_i: Tensor, rank_j: Tensor) -> Tensor:
+        # graded lists always divide by the IDCG (|Delta NDCG|), whatever loss.idcg says
+        return lambdarank_weights(rank_i, rank_j)
 
     def pair_weights(self, rank_pos: Tensor, rank_neg: Tensor, batch: LossBatch) -> Tensor:
         weight = lambdarank_weights(rank_pos, rank_neg)

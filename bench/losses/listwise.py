@@ -291,6 +291,11 @@ class ListNet(RecLoss):
         scores, labels, mask = sampled_list(batch)
         return listnet(scores, labels, mask, tau=self.tau, target=self.target).loss.mean()
 
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        """:func:`listnet` on the graded lists, mean over the lists with two grades."""
+        return listnet(scores, labels, mask, tau=self.tau, target=self.target).mean()
+
 
 @LOSSES.register("listmle")
 class ListMLE(RecLoss):
@@ -317,6 +322,13 @@ class ListMLE(RecLoss):
     def forward(self, batch: LossBatch) -> Tensor:
         scores, labels, mask = sampled_list(batch)
         return listmle(scores, labels, mask, tau=self.tau, positions=self.positions, presorted=True).loss.mean()
+
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        """:func:`listmle` on the graded lists (documents of equal grade in a random order drawn
+        from ``generator``), mean over the lists with two grades."""
+        return listmle(scores, labels, mask, tau=self.tau, positions=self.positions, ties="random",
+                       generator=generator).mean()
 
 
 @LOSSES.register("ranknet")
@@ -345,3 +357,8 @@ class RankNet(RecLoss):
         neg = batch.neg if valid is None else batch.neg.masked_fill(~valid, 0.0)  # no -inf into softplus
         terms = F.softplus(-self.sigma * (batch.pos.unsqueeze(1) - neg))
         return row_mean(terms, valid).mean()
+
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        """:func:`ranknet` over every pair of different grades, mean over the lists."""
+        return ranknet(scores, labels, mask, sigma=self.sigma).mean()

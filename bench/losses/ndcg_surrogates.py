@@ -24,7 +24,8 @@ from torch.utils.checkpoint import checkpoint
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, list_mean
+from bench.losses.listwise import counted_lists
 
 #: default element budgets of one chunk of rows: B_c * m * L for ApproxNDCG (one saved (B_c, m, L)
 #: tensor), B_c * L * L for NeuralNDCG (about 2 * iterations + 4 saved (B_c, L, L) tensors)
@@ -305,6 +306,15 @@ class ApproxNDCGLoss(RecLoss):
                               self.chunk_elements)
         return _pair_mean(loss, batch)
 
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        """1 - ApproxNDCG of the graded lists (gains 2^y - 1; ``list_k`` truncates), mean over the
+        lists with two grades (a list of one grade has no order to learn, though the surrogate is
+        below 1 there)."""
+        loss, counted = approx_ndcg(scores, labels, mask, self.alpha, self.list_k, self.truncation_slope,
+                                    self.chunk_elements)
+        return list_mean(1.0 + loss, counted & counted_lists(labels.to(scores.dtype), mask))
+
 
 @LOSSES.register("neuralndcg")
 class NeuralNDCGLoss(RecLoss):
@@ -339,3 +349,12 @@ class NeuralNDCGLoss(RecLoss):
         loss, _ = neural_ndcg(scores, labels, mask, self.tau, self.list_k, self.sinkhorn_iters,
                               self.sinkhorn_tol, self.transposed, self.chunk_elements)
         return _pair_mean(loss, batch)
+
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        """1 - NeuralNDCG of the graded lists (gains 2^y - 1; ``list_k`` truncates), mean over the
+        lists with two grades (a list of one grade has no order to learn, though the surrogate is
+        below 1 there)."""
+        loss, counted = neural_ndcg(scores, labels, mask, self.tau, self.list_k, self.sinkhorn_iters,
+                                    self.sinkhorn_tol, self.transposed, self.chunk_elements)
+        return list_mean(1.0 + loss, counted & counted_lists(labels.to(scores.dtype), mask))

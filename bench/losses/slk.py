@@ -12,8 +12,8 @@ from bench.datasets.base import CSR
 from bench.errors import ConfigError
 from bench.evaluation.metrics import ranks_within
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss
-from bench.losses.softmax import softmax_terms
+from bench.losses.base import RecLoss, list_mean
+from bench.losses.softmax import graded_softmax_terms, softmax_terms
 from bench.thresholds import ThresholdEstimator, from_spec, kth_largest
 
 
@@ -34,6 +34,14 @@ def slk_loss(pos: Tensor, neg: Tensor, beta: Tensor, tau_d: float, tau_w: float,
     """
     weight = torch.sigmoid((pos - beta.detach()) / tau_w)
     return (weight * softmax_terms(pos, neg, tau_d, self_term, valid)).mean()
+
+
+def list_thresholds(scores: Tensor, mask: Tensor, k: int) -> Tensor:
+    """(B,) the K-th largest score among each list's real documents (its smallest when the
+    list is shorter than K: then every document is in the top K), without gradient."""
+    ordered = scores.detach().masked_fill(~mask, float("-inf")).sort(dim=1, descending=True).values
+    place = mask.sum(1, keepdim=True).clamp(min=1, max=k) - 1
+    return ordered.gather(1, place).squeeze(1)
 
 
 @LOSSES.register("slk")
@@ -97,6 +105,17 @@ class SoftmaxLossAtK(RecLoss):
     def forward(self, batch: LossBatch) -> Tensor:
         beta = self.query_thresholds(batch) if self.per_query else self.beta[batch.require("users")]
         return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term, batch.neg_valid)
+
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        r"""Graded SL@K: graded SL (:func:`~bench.losses.softmax.graded_softmax_terms`) with each
+        document's term weighted by :math:`\sigma((s_i - \beta^K)/\tau_w)`, :math:`\beta^K` the
+        exact K-th score of its own list (:func:`list_thresholds`; lists are short, so no
+        estimator and no refresh schedule); mean over the lists."""
+        terms, weights, counted = graded_softmax_terms(scores, labels, mask, self.tau_d, self.self_term)
+        beta = list_thresholds(scores, mask, self.k)
+        top = torch.sigmoid((scores.masked_fill(~mask, 0.0) - beta[:, None]) / self.tau_w)
+        return list_mean((weights * top * terms).sum(1), counted)
 
     @torch.no_grad()
     def query_thresholds(self, batch: LossBatch, chunk: int = 4096) -> Tensor:

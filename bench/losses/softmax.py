@@ -8,7 +8,7 @@ from torch import Tensor
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
 from bench.losses import LOSSES
-from bench.losses.base import RecLoss, logsumexp_negatives
+from bench.losses.base import RecLoss, list_mean, logsumexp_negatives
 
 
 def softmax_terms(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False,
@@ -20,6 +20,43 @@ def softmax_terms(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False,
         d = torch.cat([torch.zeros_like(d[:, :1]), d], dim=1)  # the positive's own d_uii = 0
         valid = None if valid is None else torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
     return logsumexp_negatives(d, valid)
+
+
+def graded_softmax_terms(scores: Tensor, labels: Tensor, mask: Tensor, tau: float,
+                         self_term: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    r"""SL on lists with graded labels (``task=ltr``): every relevant document against the
+    documents of a lower grade in its list.
+
+    For a list with scores s, grades y and gains :math:`g = 2^y - 1`, a relevant document i
+    (:math:`y_i > 0`) has the term
+    :math:`\ell_i = \log \sum_{j:\, y_j < y_i} e^{(s_j - s_i)/\tau}` (plus :math:`e^0`, its own,
+    with ``self_term``) and the weight :math:`w_i = g_i / \sum_{i'} g_{i'}` over the documents
+    that have a term. With binary labels this is the recommendation SL of each (query,
+    positive) pair with the non-relevant documents as its negatives; the weights make every
+    list count once, its documents in proportion to their gain.
+
+    Args:
+        scores: (B, L); labels: (B, L) grades >= 0; mask: (B, L) bool, True = a real document.
+        tau: temperature (> 0).
+        self_term: the document itself in its normaliser (InfoNCE form).
+    Returns:
+        terms (B, L) (0 where a document has none), weights (B, L) (each counted row sums
+        to 1) and counted (B,) bool: the list has at least one term.
+    """
+    y = labels.to(scores.dtype)
+    s = scores.masked_fill(~mask, 0.0)
+    lower = mask[:, None, :] & (y[:, None, :] < y[:, :, None])  # [b, i, j]: j is below i
+    has_term = mask & (y > 0) & lower.any(2)
+    # (s_j - s_i) / tau; rows without a lower document are zeroed, not -inf, so that neither
+    # the value nor the gradient of their log-sum-exp is NaN (torch.where drops them)
+    d = ((s[:, None, :] - s[:, :, None]) / tau).masked_fill(~lower, float("-inf"))
+    lse = torch.logsumexp(d.masked_fill(~has_term[:, :, None], 0.0), dim=2)
+    if self_term:
+        lse = torch.logaddexp(lse, torch.zeros_like(lse))
+    terms = torch.where(has_term, lse, torch.zeros_like(lse))
+    gains = torch.where(has_term, torch.exp2(y) - 1.0, torch.zeros_like(y))
+    weights = gains / gains.sum(1, keepdim=True).clamp(min=torch.finfo(gains.dtype).tiny)
+    return terms, weights, has_term.any(1)
 
 
 def softmax_loss(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False) -> Tensor:
@@ -60,3 +97,9 @@ class SoftmaxLoss(RecLoss):
 
     def forward(self, batch: LossBatch) -> Tensor:
         return softmax_terms(batch.pos, batch.neg, self.tau, self.self_term, batch.neg_valid).mean()
+
+    def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
+                  generator: torch.Generator | None = None) -> Tensor:
+        """Graded SL (:func:`graded_softmax_terms`), mean over the lists."""
+        terms, weights, counted = graded_softmax_terms(scores, labels, mask, self.tau, self.self_term)
+        return list_mean((weights * terms).sum(1), counted)

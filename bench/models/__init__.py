@@ -14,10 +14,12 @@ MODELS: Registry = Registry("model", package="bench.models")
 from bench.models.base import EmbeddingModel  # noqa: E402
 from bench.models.gnn import GNN  # noqa: E402
 from bench.models.lightgcn import LightGCN, XSimGCL  # noqa: E402
+from bench.models.ltr import LinearScorer, MLPScorer, TransformerScorer  # noqa: E402
 from bench.models.mf import MF  # noqa: E402
 from bench.models.sasrec import SASRec  # noqa: E402
 
-__all__ = ["GNN", "MODELS", "EmbeddingModel", "LightGCN", "MF", "SASRec", "XSimGCL", "build"]
+__all__ = ["GNN", "MODELS", "EmbeddingModel", "LightGCN", "LinearScorer", "MF", "MLPScorer", "SASRec",
+           "TransformerScorer", "XSimGCL", "build"]
 
 
 def build(name: str, recipe: dict | None = None, **kwargs: Any) -> EmbeddingModel:

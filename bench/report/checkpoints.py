@@ -9,7 +9,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch import Tensor
+from torch import Tensor, nn
 
 from bench.composition import recompose_run
 from bench.contracts import TrainData
@@ -20,6 +20,7 @@ from bench.results import RunResult
 from bench.results.io import load_checkpoint
 from bench.run import build_datamodule
 from bench.tasks.datamodule import RankingDataModule
+from bench.tasks.ltr import LtrDataModule
 
 
 def run_config(res: RunResult) -> DictConfig:
@@ -32,22 +33,31 @@ def run_config(res: RunResult) -> DictConfig:
 
 def run_datamodule(res: RunResult) -> RankingDataModule:
     """The run's data module: the same data, task and seeded splits as in training."""
-    return build_datamodule(run_config(res), res.seed)
+    datamodule = build_datamodule(run_config(res), res.seed)
+    if not isinstance(datamodule, RankingDataModule):
+        raise BenchError(f"{res.run_dir} is a task=ltr run: its lists have no catalogue to rank or thresholds to "
+                         "study; bench.report.checkpoints.retest tests it again")
+    return datamodule
+
+
+def _load_weights(model: nn.Module, path: Path) -> None:
+    state = load_checkpoint(path)["state_dict"]
+    model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
 
 
 def load_model(res: RunResult, checkpoint: str | Path, train_data: TrainData,
                cfg: DictConfig | None = None) -> EmbeddingModel:
     """The run's backbone, bound to ``train_data`` (graph backbones rebuild their adjacency),
-    with the weights of a Lightning checkpoint (``best.ckpt``, ``last.ckpt`` or any path).
+    with the weights of a Lightning checkpoint (``best.ckpt``, ``last.ckpt`` or any path), in
+    evaluation mode.
     ``cfg``: the run's config when the caller has already rebuilt it (else rebuilt here)."""
     path = Path(checkpoint)
     if not path.is_file():
         raise BenchError(f"no checkpoint {path}")
     model = instantiate((cfg or run_config(res)).model, n_users=train_data.n_users, n_items=train_data.n_items)
     model.bind(train_data)
-    state = load_checkpoint(path)["state_dict"]
-    model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
-    return model
+    _load_weights(model, path)
+    return model.eval()  # scored as at test time: no dropout, no training-mode noise (XSimGCL)
 
 
 def retest(res: RunResult, eval_overrides: Sequence[str] = (), checkpoint: str | Path | None = None,
@@ -66,7 +76,17 @@ def retest(res: RunResult, eval_overrides: Sequence[str] = (), checkpoint: str |
         raise BenchError(f"{res.run_dir}: no best checkpoint to test; only a completed run can be tested again")
     cfg = recompose_run(res, res.run_dir, extra=eval_overrides, evaluation=True)
     datamodule = build_datamodule(cfg, res.seed)
-    model = load_model(res, checkpoint or res.best_checkpoint, datamodule.train_data, cfg)
+    path = Path(checkpoint or res.best_checkpoint)
+    if isinstance(datamodule, LtrDataModule):  # a list scorer: no catalogue, no binding
+        if not path.is_file():
+            raise BenchError(f"no checkpoint {path}")
+        scorer = instantiate(cfg.model, **datamodule.model_kwargs())
+        _load_weights(scorer, path)
+        per_query = datamodule.test_evaluator.evaluate(scorer.eval())
+        metrics, tie_columns = split_tie_columns(per_query)
+        return datamodule.test_evaluator.users, metrics, tie_summary(metrics, tie_columns,
+                                                                      datamodule.test_evaluator.ties)
+    model = load_model(res, path, datamodule.train_data, cfg)
     evaluator = datamodule.test_evaluator
     metrics, tie_columns = split_tie_columns(evaluator.evaluate(model.full_scorer("test")))
     return evaluator.users, metrics, tie_summary(metrics, tie_columns, evaluator.ties)

@@ -25,6 +25,8 @@ from bench.results import COMPLETED, PER_USER_FILE, RunResult, find_runs, read_p
 log = logging.getLogger(__name__)
 
 PerUser = tuple[np.ndarray, dict[str, np.ndarray]]
+#: how the module logs link prediction's per-edge metrics after ``test/`` (``test/edge_mrr``)
+EDGE_LOG_PREFIX = "edge_"
 
 
 @dataclass
@@ -38,6 +40,9 @@ class RunRecord:
             loss in its table (``loss.tau=0.1``); set by :func:`assign_labels`.
         seed: the run seed (paired tests match runs by it).
         test: mean test metrics, ``{"ndcg@20": ...}``.
+        per_edge: link prediction's per-edge test metrics, ``{"mrr": ..., "hit@20": ...}`` (means
+            over held-out edges; from a results file also ``"edges"``, their number); empty for
+            other tasks.
         history: validation rows ``{"epoch": e, "val/ndcg@20": ...}``.
         paper: the paper's values for this configuration (``paper`` config node), if any.
         overrides: the command-line overrides that made it.
@@ -63,6 +68,7 @@ class RunRecord:
     variant: str = ""
     k: int | None = None
     data_files: dict[str, str] | None = None
+    per_edge: dict[str, float] = field(default_factory=dict)
 
     @property
     def table(self) -> tuple[str, str, str]:
@@ -84,7 +90,8 @@ def _record(res: RunResult, source: str, load_per_user: Callable[[], PerUser | N
         source=source, task=res.task, dataset=res.dataset, model=res.model, loss=res.loss, seed=res.seed,
         test={k: float(v) for k, v in res.test.items() if v is not None}, history=list(res.history),
         paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished,
-        k=_loss_k(res.config), data_files=res.data_files)
+        k=_loss_k(res.config), data_files=res.data_files,
+        per_edge={k: float(v) for k, v in res.per_edge.items() if isinstance(v, int | float)})
 
 
 def _loss_k(config: dict[str, Any]) -> int | None:
@@ -130,6 +137,8 @@ def from_wandb(project: str, filters: dict[str, Any] | None = None,
     for run in api.runs(project, filters=query):
         summary = dict(run.summary)
         test = {k[5:]: v for k, v in summary.items() if k.startswith("test/") and isinstance(v, (int, float))}
+        # link prediction logs its per-edge metrics as test/edge_<metric>: not per-user metrics
+        per_edge = {k[len(EDGE_LOG_PREFIX):]: float(test.pop(k)) for k in list(test) if k.startswith(EDGE_LOG_PREFIX)}
         if not test:
             notes.append(f"{project}/{run.id}: no test/* metrics in its summary")
             continue
@@ -142,7 +151,8 @@ def from_wandb(project: str, filters: dict[str, Any] | None = None,
                     history.append({"epoch": int(row["epoch"]), **vals})
         except Exception as exc:  # the history is for plots only
             notes.append(f"{project}/{run.id}: no history ({exc})")
-        res = RunResult(status=COMPLETED, config=cfg, test=test, history=history, overrides=_group_overrides(run, cfg))
+        res = RunResult(status=COMPLETED, config=cfg, test=test, per_edge=per_edge, history=history,
+                        overrides=_group_overrides(run, cfg))
         finished = getattr(run, "heartbeat_at", None) or getattr(run, "created_at", None)
         records.append(_record(res, f"{project}/{run.id}", _wandb_per_user(run), _timestamp(finished)))
     return records, notes

@@ -162,6 +162,7 @@ class WriteResults(L.Callback):
                        "val": {k[4:]: v for k, v in best_row.items() if k.startswith("val/")}}
         result.test = mean_metrics(pl_module.test_per_user)
         result.ties = dict(pl_module.test_ties)
+        result.per_edge = dict(pl_module.test_per_edge)
         result.history = list(history)
         result.epochs_trained = trainer.current_epoch
         result.per_user_test = PER_USER_FILE

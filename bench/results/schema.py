@@ -80,6 +80,10 @@ class RunResult:
         ties: what tied scores did to the test metrics: the rule (``eval.ties``), the queries
             whose cut-offs split a tie group and each metric's [pessimistic, optimistic] mean
             (docs/evaluation.md#ties); empty for runs that predate it.
+        per_edge: link prediction's per-edge test metrics, ``{"edges": E, "mrr": ..., "hit@20": ...}``:
+            means over the E held-out (u, v) pairs, each undirected edge once from each end
+            (docs/evaluation.md, "Link prediction: per-edge ranking"); empty for other tasks and
+            for runs that predate it.
         history: one row per validation, ``{"epoch", "val/<metric>", "diag/<name>"}``.
         epochs_trained: epochs completed.
         per_user_test: file name of the per-user test metrics.
@@ -105,6 +109,7 @@ class RunResult:
     best: dict[str, Any] = field(default_factory=dict)
     test: dict[str, float] = field(default_factory=dict)
     ties: dict[str, Any] = field(default_factory=dict)
+    per_edge: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list)
     epochs_trained: int | None = None
     per_user_test: str | None = None

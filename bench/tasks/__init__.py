@@ -5,8 +5,9 @@ from bench.tasks.callbacks import LastCheckpoint, ValidateOnLastEpoch
 from bench.tasks.cf import CFTask
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.linkpred import LinkPredTask
+from bench.tasks.ltr import LtrDataModule, LtrModule, LtrTask
 from bench.tasks.module import RankingModule
 from bench.tasks.seq import SeqTask
 
-__all__ = ["CFTask", "LastCheckpoint", "LinkPredTask", "RankingDataModule", "RankingModule", "SeqTask",
-           "ValidateOnLastEpoch"]
+__all__ = ["CFTask", "LastCheckpoint", "LinkPredTask", "LtrDataModule", "LtrModule", "LtrTask", "RankingDataModule",
+           "RankingModule", "SeqTask", "ValidateOnLastEpoch"]

@@ -39,12 +39,15 @@ class RankingDataModule(L.LightningDataModule):
         ties: how evaluation orders items with tied scores (``eval.ties``).
         test_masks_valid: mask the validation items at test time (``eval.test_masks_valid``);
             False ranks them as non-relevant items, as the SL@K reference code's test does.
+        per_edge: the evaluators also rank each held-out (query, item) pair on its own
+            (link prediction's per-edge protocol, :mod:`bench.evaluation.per_edge`).
     """
 
     def __init__(self, splits: RankingSplits, seed: int, batch_size: int = 1024, ks: Sequence[int] = DEFAULT_KS,
                  max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), train_rows: Tensor | None = None,
                  n_pairs: int | None = None, node_features: Tensor | None = None,
-                 sequences: Sequences | None = None, ties: str = "expected", test_masks_valid: bool = True) -> None:
+                 sequences: Sequences | None = None, ties: str = "expected", test_masks_valid: bool = True,
+                 per_edge: bool = False) -> None:
         super().__init__()
         self.splits = splits
         self.seed = seed
@@ -53,10 +56,24 @@ class RankingDataModule(L.LightningDataModule):
         self.train_data = TrainData(n_users=splits.n_users, n_items=splits.n_items, train=splits.train,
                                     n_pairs=len(self.train_rows) if n_pairs is None else int(n_pairs),
                                     node_features=node_features, sequences=sequences)
-        self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores, ties)
+        self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores, ties,
+                                                  per_edge=per_edge)
         test_masks = [splits.train, splits.valid, *exclude] if test_masks_valid else [splits.train, *exclude]
-        self.test_evaluator = FullRankingEvaluator(splits.test, test_masks, ks, max_scores, ties)
+        self.test_evaluator = FullRankingEvaluator(splits.test, test_masks, ks, max_scores, ties, per_edge=per_edge)
         self.sampler = UniformNegativeSampler(splits.train)
+
+    def summary(self) -> dict:
+        """What results.json records under ``data``."""
+        return self.splits.summary()
+
+    def describe(self) -> str:
+        s = self.splits
+        return (f"data {s.name}: {s.n_users} users, {s.n_items} items, {s.train.nnz} train / {s.valid.nnz} valid / "
+                f"{s.test.nnz} test interactions")
+
+    def model_kwargs(self) -> dict[str, int]:
+        """The sizes a backbone is built with."""
+        return {"n_users": self.splits.n_users, "n_items": self.splits.n_items}
 
     def _rank_world(self) -> tuple[int, int]:
         trainer = getattr(self, "trainer", None)

@@ -3,9 +3,12 @@
 Undirected edges are split train / valid / test with a fixed seed (``split_edges``);
 a node's held-out neighbours are its relevant items, its training neighbours and the
 node itself are masked, and every registered loss trains on the directed training
-edges with sampled negative nodes. Metrics are per source node (Hit@K, MRR@K, ...);
-the HeaRT benchmark ranks each held-out edge separately, so its numbers are for
-orientation only.
+edges with sampled negative nodes. Two protocols are reported from the same scores:
+per source node (Hit@K, MRR@K, ..., averaged over nodes) and per edge (each held-out
+(u, v), in both directions, ranks v among all of u's candidates with u's other held-out
+neighbours filtered out; MRR and Hits@K averaged over edges: :mod:`bench.evaluation.per_edge`).
+The HeaRT benchmark ranks each edge against a few hard negatives instead, so its numbers
+are for orientation only.
 """
 
 from __future__ import annotations
@@ -39,4 +42,4 @@ class LinkPredTask:
         splits = split_edges(data, self.valid_fraction, self.test_fraction, self.split_seed)
         n = data.n_nodes
         itself = CSR.from_pairs(torch.arange(n).repeat(2, 1).T, n, n)  # a node is not its own link
-        return RankingDataModule(splits, seed=seed, exclude=(itself,), node_features=data.x, **kwargs)
+        return RankingDataModule(splits, seed=seed, exclude=(itself,), node_features=data.x, per_edge=True, **kwargs)

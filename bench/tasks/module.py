@@ -17,6 +17,7 @@ from bench.distributed import gather_per_user
 from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
 from bench.evaluation.evaluator import split_tie_columns, tie_summary, tie_warning
+from bench.evaluation.per_edge import EDGE_COUNT, edge_summary
 from bench.losses.base import RecLoss
 from bench.models.base import EmbeddingModel
 from bench.sampling import UniformNegativeSampler, negatives_generator
@@ -46,6 +47,9 @@ class RankingModule(L.LightningModule):
         distinct_negatives: draw N different items rather than N with replacement
             (``train.distinct_negatives``).
     """
+
+    #: the validation metrics the log shows at every validation
+    progress_metrics: tuple[str, ...] = ("recall@20", "ndcg@20")
 
     def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
                  seed: int, negatives: str = "per_pair", shared_groups: int = 1,
@@ -81,6 +85,10 @@ class RankingModule(L.LightningModule):
         self.test_users: Tensor | None = None
         #: what tied scores did to the test metrics (:func:`~bench.evaluation.evaluator.tie_summary`)
         self.test_ties: dict[str, Any] = {}
+        #: the per-edge link-prediction metrics of the test (``{"edges": E, "mrr": ..., "hit@20": ...}``;
+        #: empty for tasks without them)
+        self.test_per_edge: dict[str, float | int] = {}
+        self._edge_means: dict[str, float | int] = {}  # the same, of the latest evaluation pass
         self._warned_val_ties = False
         self._parts: list[dict[str, Tensor]] = []
         self._users: list[Tensor] = []
@@ -169,12 +177,14 @@ class RankingModule(L.LightningModule):
         self._users.append(users.cpu())
 
     def _gather(self, evaluator: FullRankingEvaluator | None) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
-        """Every evaluated user's metrics (from all ranks under DDP) and the ties' summary."""
+        """Every evaluated user's metrics (from all ranks under DDP) and the ties' summary; the
+        per-edge means, when the evaluator computes them, are left in ``_edge_means``."""
         parts, users = self._parts, self._users
         self._parts, self._users, self._scorer = [], [], None
         per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
         all_users = torch.cat(users) if users else torch.zeros(0, dtype=torch.int64)
         all_users, per_user = gather_per_user(all_users, per_user)
+        self._edge_means = edge_summary(per_user)  # summed over all ranks' users, then divided
         metrics, tie_columns = split_tie_columns(per_user)
         ties = tie_summary(metrics, tie_columns, evaluator.ties) if evaluator is not None and metrics else {}
         return all_users, metrics, ties
@@ -191,6 +201,8 @@ class RankingModule(L.LightningModule):
         if warning and not self._warned_val_ties:  # once a run: the test's summary goes to results.json
             log.warning("validation at epoch %d: %s", self.current_epoch, warning)
             self._warned_val_ties = True
+        edges = {f"edge_{k}": float(v) for k, v in self._edge_means.items() if k != EDGE_COUNT}
+        means = {**means, **edges}
         self.log_dict({f"val/{k}": v for k, v in means.items()}, prog_bar=False)
         diagnostics = {f"diag/{k}": float(v) for k, v in self.loss.diagnostics(self.model).items()}
         if diagnostics:
@@ -199,15 +211,17 @@ class RankingModule(L.LightningModule):
             self.history.append({"epoch": self.current_epoch, **{f"val/{k}": v for k, v in means.items()},
                                  **diagnostics})
             log.info("epoch %d: validation %s", self.current_epoch,
-                     " ".join(f"{k}={means[k]:.4f}" for k in ("recall@20", "ndcg@20") if k in means))
+                     " ".join(f"{k}={means[k]:.4f}" for k in self.progress_metrics if k in means))
 
     def test_step(self, users: Tensor, batch_idx: int) -> None:
         self._eval_step(self.test_evaluator, users, "test")
 
     def on_test_epoch_end(self) -> None:
         self.test_users, self.test_per_user, self.test_ties = self._gather(self.test_evaluator)
+        self.test_per_edge = dict(self._edge_means)
         means = mean_metrics(self.test_per_user)
-        self.log_dict({f"test/{k}": v for k, v in means.items()})
+        edges = {f"test/edge_{k}": float(v) for k, v in self.test_per_edge.items() if k != EDGE_COUNT}
+        self.log_dict({**{f"test/{k}": v for k, v in means.items()}, **edges})
         warning = tie_warning(self.test_ties, means)
         if warning:
             log.warning("test: %s", warning)

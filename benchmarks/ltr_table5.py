@@ -1,0 +1,199 @@
+"""Learning to rank on a LETOR data set: the SL@K paper's Table 5 comparison at CPU scale.
+
+Three stages, each resumable (completed runs are kept, so a stage can be spread over sessions):
+
+1. ``tune``: every loss tries the same number of settings (:data:`GRIDS`, six each) on fold 1,
+   seed 0; the best validation NDCG@5 picks its setting. Only validation queries are looked at.
+2. ``final``: each loss with its chosen setting on every fold and seed (5 x 3 by default).
+3. ``report``: NDCG@5 per loss (mean over the fold x seed runs, 95% t-interval over them), the
+   change against SL with a paired t-test over (fold, seed) pairs and a paired Wilcoxon test over
+   test queries (each query's NDCG@5 averaged over seeds; every query is in one fold's test
+   split), Holm-corrected over the losses; written as ``summary.md`` / ``summary.csv`` / ``tuning.csv``.
+
+    BENCH_DATA_DIR=../shared/data python benchmarks/ltr_table5.py tune|final|report
+        [--dataset mq2008] [--losses sl slk ...] [--folds 1,2,3,4,5] [--seeds 0,1,2]
+        [--runs /tmp/ltr-runs] [--out benchmarks/results/ltr/mq2008]
+
+The runs use ``+experiment=ltr/<dataset>`` (the scorer, schedule and early stopping).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bench.report.stats import holm, t_interval
+from bench.results import COMPLETED, RunResult, find_runs
+from bench.results.io import read_per_user
+
+METRIC = "ndcg@5"
+#: six settings per loss: the same tuning budget for each
+GRIDS: dict[str, dict[str, list]] = {
+    "sl": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
+    "slk": {"loss.tau_d": [0.2, 0.5, 1.0], "loss.tau_w": [0.5, 2.5]},
+    "listnet": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
+    "listmle": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
+    "ranknet": {"loss.sigma": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]},
+    # no temperature: the learning rate and the weight's form instead
+    "lambdalossk": {"optimizer.lr": [0.003, 0.001, 0.0003], "loss.variant": ["paper", "reference_code"]},
+    "neuralndcg": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
+    "approxndcg": {"loss.alpha": [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]},
+}
+#: fixed per loss (the K of a top-K loss is the metric's)
+FIXED = {"slk": ["loss.k=5"], "lambdalossk": ["loss.k=5"]}
+NAMES = {"sl": "SL", "slk": "SL@5", "listnet": "ListNet", "listmle": "ListMLE", "ranknet": "RankNet",
+         "lambdalossk": "LambdaLoss@5", "neuralndcg": "NeuralNDCG", "approxndcg": "ApproxNDCG"}
+#: the paper's Table 5, NDCG@5 on MSLR-WEB10K / WEB30K / Istella (orientation only: other data)
+PAPER = {"listmle": ".4145 / .4433 / .5671", "listnet": ".4225 / .4594 / .6290", "ranknet": ".4253 / .4426 / .6189",
+         "lambdalossk": ".4320 / .4496 / .5860", "neuralndcg": ".4338 / .4524 / .5823",
+         "sl": ".4310 / .4552 / .6327", "slk": ".4633 / .4895 / .6412"}
+
+
+def bench(args: list[str], sweep_dir: Path) -> None:
+    cmd = [sys.executable, "-m", "bench", "-m", *args, "logger=csv", f"hydra.sweep.dir={sweep_dir}"]
+    print("+", " ".join(cmd), flush=True)
+    if subprocess.run(cmd, check=False).returncode != 0:
+        print(f"some jobs failed; see {sweep_dir}", flush=True)
+
+
+def completed(folder: Path) -> list[RunResult]:
+    if not folder.exists():
+        return []
+    runs, _ = find_runs([folder])
+    return [r for r in runs if r.status == COMPLETED]
+
+
+def grid_settings(loss: str) -> list[list[str]]:
+    keys = list(GRIDS[loss])
+    return [[f"{k}={v}" for k, v in zip(keys, values, strict=True)]
+            for values in itertools.product(*(GRIDS[loss][k] for k in keys))]
+
+
+def setting_of(run: RunResult, loss: str) -> tuple[str, ...]:
+    return tuple(sorted(o for o in run.overrides if o.split("=", 1)[0] in GRIDS[loss]))
+
+
+def tune(dataset: str, losses: list[str], runs: Path) -> None:
+    for loss in losses:
+        folder = runs / "tune" / loss
+        done = {setting_of(r, loss) for r in completed(folder)}
+        todo = [s for s in grid_settings(loss) if tuple(sorted(s)) not in done]
+        base = [f"+experiment=ltr/{dataset}", f"loss={loss}", *FIXED.get(loss, []), "dataset.fold=1", "seed=0"]
+        if len(todo) == len(grid_settings(loss)):  # one process sweeps the whole grid
+            bench([*base, *(f"{k}={','.join(map(str, v))}" for k, v in GRIDS[loss].items())], folder / "part0")
+            continue
+        for i, setting in enumerate(todo):
+            bench([*base, *setting], folder / f"part{len(done) + i + 1}")
+
+
+def chosen(loss: str, runs: Path) -> tuple[list[str], pd.DataFrame]:
+    """The loss's best tuning setting (by validation NDCG@5) and the whole tuning table."""
+    rows = [{"loss": loss, "setting": " ".join(setting_of(r, loss)), "val_" + METRIC: r.objective,
+             "epoch": r.best.get("epoch")} for r in completed(runs / "tune" / loss)]
+    table = pd.DataFrame(rows)
+    if table.empty:
+        raise SystemExit(f"{loss}: no finished tuning run under {runs / 'tune' / loss}; run the tune stage")
+    best = table.loc[table["val_" + METRIC].idxmax(), "setting"]
+    return str(best).split(), table
+
+
+def final(dataset: str, losses: list[str], folds: list[int], seeds: list[int], runs: Path) -> None:
+    for loss in losses:
+        setting, _ = chosen(loss, runs)
+        folder = runs / "final" / loss
+        have = {(r.config["dataset"]["fold"], r.seed) for r in completed(folder)}
+        for fold in folds:
+            todo = [s for s in seeds if (fold, s) not in have]
+            if todo:
+                bench([f"+experiment=ltr/{dataset}", f"loss={loss}", *FIXED.get(loss, []), *setting,
+                       f"dataset.fold={fold}", f"seed={','.join(map(str, todo))}"],
+                      folder / f"fold{fold}-seeds-{'-'.join(map(str, todo))}")
+
+
+def per_query(run: RunResult) -> pd.Series:
+    """The run's test NDCG@5 per query, indexed by (fold, query)."""
+    assert run.run_dir is not None
+    queries, metrics = read_per_user(run.run_dir / "per_user_test.npz")
+    fold = run.config["dataset"]["fold"]
+    return pd.Series(metrics[METRIC], index=pd.MultiIndex.from_arrays([[fold] * len(queries), queries]))
+
+
+def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl") -> str:
+    tuning = pd.concat([chosen(loss, runs)[1] for loss in losses], ignore_index=True)
+    values: dict[str, dict[tuple[int, int], float]] = {}
+    queries: dict[str, pd.Series] = {}
+    for loss in losses:
+        done = completed(runs / "final" / loss)
+        values[loss] = {(r.config["dataset"]["fold"], r.seed): r.test[METRIC] for r in done}
+        by_seed = [per_query(r) for r in done]
+        queries[loss] = pd.concat(by_seed, axis=1).mean(axis=1) if by_seed else pd.Series(dtype=float)
+    rows, pvalues = [], []
+    base = values.get(baseline, {})
+    for loss in losses:
+        ci = t_interval(values[loss].values())
+        pairs = sorted(set(values[loss]) & set(base))
+        p_runs = p_queries = math.nan
+        change = math.nan
+        if loss != baseline and len(pairs) >= 2:
+            x = np.array([values[loss][p] for p in pairs])
+            y = np.array([base[p] for p in pairs])
+            change = float(x.mean() / y.mean() - 1)
+            p_runs = float(stats.ttest_rel(x, y).pvalue)
+            common = queries[loss].index.intersection(queries[baseline].index)
+            diff = queries[loss][common] - queries[baseline][common]
+            p_queries = float(stats.wilcoxon(diff[diff != 0]).pvalue) if (diff != 0).sum() > 0 else 1.0
+        pvalues.append(p_queries)
+        rows.append({"loss": NAMES.get(loss, loss), "runs": ci["n"], METRIC: ci["mean"], "ci_half": ci["ci_half"],
+                     "vs_" + baseline: change, "p_runs": p_runs, "p_queries": p_queries,
+                     "setting": " ".join(chosen(loss, runs)[0]), "paper": PAPER.get(loss, "")})
+    for row, adjusted in zip(rows, holm(pvalues), strict=True):
+        row["p_queries_holm"] = adjusted
+    table = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "summary.csv", index=False)
+    tuning.to_csv(out / "tuning.csv", index=False)
+    lines = [f"| loss | {METRIC} (95% CI) | runs | vs {NAMES[baseline]} | p (fold x seed pairs) | "
+             f"p (queries, Holm) | setting (fold 1 validation) | paper, WEB10K / WEB30K / Istella |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        change = "" if math.isnan(r["vs_" + baseline]) else f"{r['vs_' + baseline]:+.1%}"
+        p1 = "" if math.isnan(r["p_runs"]) else f"{r['p_runs']:.2g}"
+        p2 = "" if math.isnan(r["p_queries_holm"]) else f"{r['p_queries_holm']:.2g}"
+        lines.append(f"| {r['loss']} | {r[METRIC]:.4f} ± {r['ci_half']:.4f} | {r['runs']} | {change} | {p1} | {p2} | "
+                     f"{r['setting']} | {r['paper']} |")
+    text = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=["tune", "final", "report"])
+    parser.add_argument("--dataset", default="mq2008")
+    parser.add_argument("--losses", nargs="*", default=list(GRIDS), choices=list(GRIDS))
+    parser.add_argument("--folds", default="1,2,3,4,5")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--runs", type=Path, default=Path("ltr-runs"))
+    parser.add_argument("--out", type=Path, default=None, help="default benchmarks/results/ltr/<dataset>")
+    args = parser.parse_args()
+    runs = args.runs / args.dataset
+    if args.stage == "tune":
+        tune(args.dataset, args.losses, runs)
+    elif args.stage == "final":
+        final(args.dataset, args.losses, [int(f) for f in args.folds.split(",")],
+              [int(s) for s in args.seeds.split(",")], runs)
+    else:
+        print(report(args.losses, runs, args.out or Path("benchmarks/results/ltr") / args.dataset), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

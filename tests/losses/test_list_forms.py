@@ -1,0 +1,164 @@
+"""The learning-to-rank (list) forms of the losses, against loops over documents and pairs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bench.errors import ConfigError
+from bench.losses import LOSSES, build
+from bench.losses.base import has_list_form
+from bench.losses.lambdaloss import lambda_weights, lambdarank_weights
+from bench.losses.softmax import softmax_terms
+
+LIST_LOSSES = ["sl", "slk", "lambdaloss", "lambdalossk", "lambdarank", "listnet", "listmle", "ranknet",
+               "approxndcg", "neuralndcg"]
+
+
+def random_lists(seed: int, b: int = 5, width: int = 9, grades: int = 3) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(b, width, generator=g, dtype=torch.float64)
+    labels = torch.randint(0, grades, (b, width), generator=g)
+    lengths = torch.randint(2, width + 1, (b,), generator=g)
+    mask = torch.arange(width)[None, :] < lengths[:, None]
+    return scores, labels, mask
+
+
+def gain(y: int) -> float:
+    return 2.0**y - 1.0
+
+
+def loop_sl(scores, labels, mask, tau, k=None, tau_w=1.0):
+    """Graded SL / SL@K by loops: per list, gain-weighted mean over relevant documents of
+    log sum over lower-grade documents; SL@K weights each by sigmoid((s_i - beta^K) / tau_w)."""
+    total, lists = 0.0, 0
+    for s, y, m in zip(scores.tolist(), labels.tolist(), mask.tolist(), strict=True):
+        docs = [(si, yi) for si, yi, mi in zip(s, y, m, strict=True) if mi]
+        terms = []
+        for si, yi in docs:
+            lower = [sj for sj, yj in docs if yj < yi]
+            if yi > 0 and lower:
+                term = math.log(sum(math.exp((sj - si) / tau) for sj in lower))
+                if k is not None:
+                    beta = sorted((d[0] for d in docs), reverse=True)[min(k, len(docs)) - 1]
+                    term *= 1.0 / (1.0 + math.exp(-(si - beta) / tau_w))
+                terms.append((gain(yi), term))
+        if terms:
+            total += sum(g * t for g, t in terms) / sum(g for g, _ in terms)
+            lists += 1
+    return total / max(lists, 1)
+
+
+def loop_lambda(scores, labels, mask, weight_of, k=None):
+    """Graded lambda losses by loops over the pairs y_i > y_j of each list."""
+    total, lists = 0.0, 0
+    for s, y, m in zip(scores.tolist(), labels.tolist(), mask.tolist(), strict=True):
+        docs = [(si, yi) for si, yi, mi in zip(s, y, m, strict=True) if mi]
+        gains = sorted((gain(yi) for _, yi in docs), reverse=True)
+        idcg = sum(g / math.log2(2 + r) for r, g in enumerate(gains) if k is None or r < k)
+        if idcg == 0:
+            continue
+        ranks = [1 + sum(sj > si for sj, _ in docs) for si, _ in docs]
+        value, pairs = 0.0, 0
+        for a, (si, yi) in enumerate(docs):
+            for b, (sj, yj) in enumerate(docs):
+                if yi > yj:
+                    w = float(weight_of(torch.tensor([[float(ranks[a])]], dtype=torch.float64),
+                                        torch.tensor([[float(ranks[b])]], dtype=torch.float64)))
+                    value += w * abs(gain(yi) - gain(yj)) / idcg * math.log1p(math.exp(sj - si))
+                    pairs += 1
+        if pairs:
+            total += value
+            lists += 1
+    return total / max(lists, 1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("self_term", [False, True])
+def test_graded_sl_matches_loops(seed, self_term):
+    scores, labels, mask = random_lists(seed)
+    loss = build("sl", tau=0.5, self_term=self_term)
+    got = float(loss.list_loss(scores, labels, mask))
+    if self_term:  # the document's own e^0 in the normaliser: checked on binary lists below
+        assert math.isfinite(got)
+        return
+    assert got == pytest.approx(loop_sl(scores, labels, mask, 0.5), rel=1e-10)
+
+
+def test_graded_sl_with_binary_labels_is_the_pair_softmax_loss():
+    """Binary grades: each relevant document against the non-relevant ones, as a (user, positive)
+    pair against its negatives; every relevant document of a list weighs 1 / |relevant|."""
+    scores = torch.tensor([[2.0, 0.5, -1.0, 0.3, 1.1]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0, 0, 1, 0]])
+    mask = torch.ones_like(labels, dtype=torch.bool)
+    neg = scores[:, [1, 2, 4]]
+    for self_term in (False, True):
+        expected = softmax_terms(scores[0, [0, 3]], neg.expand(2, 3), 0.2, self_term).mean()
+        got = build("sl", tau=0.2, self_term=self_term).list_loss(scores, labels, mask)
+        assert float(got) == pytest.approx(float(expected), rel=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 3, 20])
+def test_graded_slk_matches_loops(k):
+    scores, labels, mask = random_lists(3)
+    loss = build("slk", k=k, tau_d=0.4, tau_w=0.7)
+    assert float(loss.list_loss(scores, labels, mask)) == pytest.approx(
+        loop_sl(scores, labels, mask, 0.4, k=k, tau_w=0.7), rel=1e-10)
+
+
+@pytest.mark.parametrize("name,kwargs,weight_of,k", [
+    ("lambdaloss", {}, lambda a, b: lambda_weights(a, b, None), None),
+    ("lambdalossk", {"k": 3}, lambda a, b: lambda_weights(a, b, 3), 3),
+    ("lambdarank", {}, lambdarank_weights, None),
+])
+def test_lambda_list_forms_match_loops(name, kwargs, weight_of, k):
+    scores, labels, mask = random_lists(4)
+    scores[0, 1] = scores[0, 0]  # a tie: both documents share a rank
+    got = float(build(name, **kwargs).list_loss(scores, labels, mask))
+    assert got == pytest.approx(loop_lambda(scores, labels, mask, weight_of, k), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", LIST_LOSSES)
+def test_padding_and_flat_lists_are_inert(name):
+    """Padding holds garbage and takes no part; a list with one grade gives 0 and no NaN gradient."""
+    scores, labels, mask = random_lists(5, b=3, width=6)
+    loss = build(name) if name != "slk" else build("slk", k=3)
+    gen = torch.Generator().manual_seed(0)
+    base = loss.list_loss(scores, labels, mask, generator=gen)
+    wide = torch.cat([scores, torch.full((3, 4), 1e4, dtype=scores.dtype)], 1)
+    wide_labels = torch.cat([labels, torch.full((3, 4), 2)], 1)
+    wide_mask = torch.cat([mask, torch.zeros(3, 4, dtype=torch.bool)], 1)
+    padded = loss.list_loss(wide, wide_labels, wide_mask, generator=torch.Generator().manual_seed(0))
+    if name != "listmle":  # ListMLE's random order of tied grades depends on the list width
+        assert float(padded) == pytest.approx(float(base), rel=1e-9, abs=1e-12)
+    flat_scores = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    flat = loss.list_loss(flat_scores, torch.ones(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.bool))
+    flat.backward()
+    assert float(flat.detach()) == 0.0
+    assert torch.isfinite(flat_scores.grad).all()
+
+
+def test_listwise_list_forms_average_over_lists():
+    """ListNet's list form is the functional form's mean over lists with two grades."""
+    scores = torch.tensor([[1.0, 0.0, 2.0], [0.5, 0.5, 0.5]], dtype=torch.float64)
+    labels = torch.tensor([[2, 0, 1], [1, 1, 1]])
+    mask = torch.ones_like(labels, dtype=torch.bool)
+    p = torch.softmax(scores[0] / 0.2, 0)
+    expected = -(2 / 3 * math.log(p[0]) + 1 / 3 * math.log(p[2]))
+    assert float(build("listnet", tau=0.2).list_loss(scores, labels, mask)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_which_losses_have_a_list_form():
+    have = {n for n in LOSSES.names() if has_list_form(LOSSES.get(n))}
+    assert have == set(LIST_LOSSES)
+
+
+def test_ltr_refuses_a_loss_without_list_form():
+    from bench.models import build as build_model
+    from bench.tasks.ltr import LtrModule
+
+    model = build_model("linear", n_features=4)
+    with pytest.raises(ConfigError, match=r"loss=bpr has no learning-to-rank form; task=ltr trains with .*slk"):
+        LtrModule(model, build("bpr"), torch.optim.Adam, seed=0)
