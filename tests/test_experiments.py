@@ -165,3 +165,25 @@ def test_a_run_records_the_applied_settings_and_the_paper_values(tmp_path, tiny,
                                       "ndcg@50": 0.1733, "ndcg@75": 0.1909, "ndcg@100": 0.2029}
     assert (res["config"]["loss"]["tau_w"], res["config"]["loss"]["t_beta"]) == (2.5, 5)
     assert res["config"]["trainer"]["max_epochs"] == 3 and "per_loss" not in res["config"]
+
+
+@pytest.mark.parametrize("loss", ["bce", "sl", "slk"])
+def test_table6_experiments_hold_sasrecs_published_settings(loss):
+    for experiment, dataset in (("seq/table6_games", "games"), ("seq/table6_beauty", "beauty-seq")):
+        cfg = compose([f"+experiment={experiment}", f"loss={loss}", "output_dir=x"])
+        assert (cfg.task.name, cfg.dataset.name, cfg.model.name) == ("seq", dataset, "sasrec")
+        m = cfg.model
+        assert (m.dim, m.layers, m.heads, m.max_len, m.dropout) == (50, 2, 1, 50, 0.5)
+        assert (cfg.optimizer.lr, cfg.task.users_per_batch, cfg.train.monitor) == (0.001, 128, "ndcg@20")
+        assert set(cfg.paper) == {"hit@20", "ndcg@20"}
+    assert compose(["+experiment=seq/table6_games", f"loss={loss}", "output_dir=x"]).loss.n_negatives == \
+        (1 if loss == "bce" else 1000)  # SASRec's one negative per position for its own loss
+
+
+@pytest.mark.parametrize("loss", ["sl", "slk", "listnet", "listmle", "ranknet", "lambdalossk", "neuralndcg",
+                                  "approxndcg"])
+def test_the_mq2008_experiment_trains_a_transformer_on_lists_and_picks_by_ndcg_at_5(loss):
+    cfg = compose(["+experiment=ltr/mq2008", f"loss={loss}", "output_dir=x"])
+    assert (cfg.task.name, cfg.dataset.name, cfg.model.name) == ("ltr", "mq2008", "transformer")
+    assert list(cfg.eval.ks) == [1, 3, 5, 10, 20] and cfg.train.monitor == "ndcg@5"
+    assert cfg.get("loss", {}).get("k", 5) == 5

@@ -18,21 +18,24 @@ from bench.thresholds import ThresholdEstimator, from_spec, kth_largest
 
 
 def slk_loss(pos: Tensor, neg: Tensor, beta: Tensor, tau_d: float, tau_w: float, self_term: bool = False,
-             valid: Tensor | None = None) -> Tensor:
+             valid: Tensor | None = None, detach_weight: bool = False) -> Tensor:
     r"""SL@K per pair, averaged:
     :math:`\sigma((s_{ui} - \beta_u^K)/\tau_w) \cdot \log \sum_{j \in N} e^{(s_{uj} - s_{ui})/\tau_d}`.
 
-    The weight is not detached: its gradient pushes positives above the threshold.
+    The weight is not detached (the paper's form): through the weight, the gradient lowers a
+    positive's score while its softmax term is positive (it is, with many negatives near it) and
+    raises it once the term is negative. ``detach_weight=True`` removes that part (an ablation).
 
     Args:
         pos: (B,) positive scores; neg: (B, N) negative scores; beta: (B,) thresholds (no grad).
         tau_d, tau_w: temperatures of the softmax term and of the weight.
         self_term: include the positive in the softmax normaliser.
         valid: (B, N) true negatives of a shared draw (the others hold -inf), or None.
+        detach_weight: no gradient through the weight.
     Returns:
         scalar.
     """
-    weight = torch.sigmoid((pos - beta.detach()) / tau_w)
+    weight = torch.sigmoid(((pos.detach() if detach_weight else pos) - beta.detach()) / tau_w)
     return (weight * softmax_terms(pos, neg, tau_d, self_term, valid)).mean()
 
 
@@ -62,6 +65,8 @@ class SoftmaxLossAtK(RecLoss):
         t_beta: refresh interval in epochs (5 or 20 in the paper).
         self_term: False = the paper's Algorithm C.1 and code; True = with the positive
             in the normaliser (what Theorem 3.2's bound assumes).
+        detach_weight: False = the paper's (the weight's gradient flows); True = the weight
+            is a constant of each step (an ablation).
         estimator: name of a threshold estimator (``sampled``, ``exact``, ...) or a dict
             ``{name: ..., **options}``.
         n_negatives: N.
@@ -74,13 +79,14 @@ class SoftmaxLossAtK(RecLoss):
 
     def __init__(self, k: int = 20, tau_d: float = 0.2, tau_w: float = 2.5, t_beta: int = 5,
                  self_term: bool = False, estimator: Any = "sampled", n_negatives: int = 1000,
-                 diagnostics_users: int = 256) -> None:
+                 diagnostics_users: int = 256, detach_weight: bool = False) -> None:
         super().__init__(n_negatives=n_negatives)
         if k < 1 or tau_d <= 0 or tau_w <= 0 or t_beta < 1:
             raise ConfigError(f"SL@K needs k >= 1, tau_d > 0, tau_w > 0, t_beta >= 1 "
                               f"(got {k}, {tau_d}, {tau_w}, {t_beta})")
         self.k, self.tau_d, self.tau_w, self.t_beta = int(k), float(tau_d), float(tau_w), int(t_beta)
         self.self_term = bool(self_term)
+        self.detach_weight = bool(detach_weight)
         self.estimator: ThresholdEstimator = from_spec(estimator)
         self.diagnostics_users = int(diagnostics_users)
         self.refreshing = False
@@ -104,7 +110,8 @@ class SoftmaxLossAtK(RecLoss):
 
     def forward(self, batch: LossBatch) -> Tensor:
         beta = self.query_thresholds(batch) if self.per_query else self.beta[batch.require("users")]
-        return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term, batch.neg_valid)
+        return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term, batch.neg_valid,
+                        self.detach_weight)
 
     def list_loss(self, scores: Tensor, labels: Tensor, mask: Tensor,
                   generator: torch.Generator | None = None) -> Tensor:
@@ -114,7 +121,8 @@ class SoftmaxLossAtK(RecLoss):
         estimator and no refresh schedule); mean over the lists."""
         terms, weights, counted = graded_softmax_terms(scores, labels, mask, self.tau_d, self.self_term)
         beta = list_thresholds(scores, mask, self.k)
-        top = torch.sigmoid((scores.masked_fill(~mask, 0.0) - beta[:, None]) / self.tau_w)
+        s = scores.masked_fill(~mask, 0.0)
+        top = torch.sigmoid(((s.detach() if self.detach_weight else s) - beta[:, None]) / self.tau_w)
         return list_mean((weights * top * terms).sum(1), counted)
 
     @torch.no_grad()

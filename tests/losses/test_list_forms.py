@@ -162,3 +162,21 @@ def test_ltr_refuses_a_loss_without_list_form():
     model = build_model("linear", n_features=4)
     with pytest.raises(ConfigError, match=r"loss=bpr has no learning-to-rank form; task=ltr trains with .*slk"):
         LtrModule(model, build("bpr"), torch.optim.Adam, seed=0)
+
+
+def test_slk_detach_weight_keeps_the_value_and_drops_the_weights_gradient():
+    """The same loss value; the positive's gradient loses exactly the weight's part,
+    sigma' / tau_w * term (one pair, one negative: the term is (s_j - s_i) / tau_d)."""
+    from bench.losses.slk import slk_loss
+
+    pos, neg, beta = torch.tensor([0.3], requires_grad=True), torch.tensor([[0.9]]), torch.tensor([0.5])
+    grads = []
+    for detach in (False, True):
+        pos.grad = None
+        value = slk_loss(pos, neg, beta, tau_d=0.5, tau_w=2.0, detach_weight=detach)
+        value.backward()
+        grads.append(float(pos.grad))
+    w = torch.sigmoid(torch.tensor((0.3 - 0.5) / 2.0))
+    term = (0.9 - 0.3) / 0.5
+    assert grads[1] == pytest.approx(float(w) * -1 / 0.5, rel=1e-6)  # softmax part only
+    assert grads[0] - grads[1] == pytest.approx(float(w * (1 - w)) / 2.0 * term, rel=1e-6)
