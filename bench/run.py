@@ -26,6 +26,7 @@ from bench.datasets.noise import check_noise, load_dataset
 from bench.datasets.provenance import recording as recording_data_files
 from bench.errors import BenchError, ConfigError, DataError
 from bench.evaluation import metric_names
+from bench.evaluation.sampled import check_sampled
 from bench.evaluation.ties import check_mode
 from bench.loggers import build_loggers
 from bench.losses import LOSSES
@@ -135,9 +136,15 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
         raise ConfigError(f"dataset.noise_ratio={ratio} flips user-item pairs, which only task=cf has; "
                           f"set it to 0 for task={task.name}")
     extra = {"noise_ratio": ratio, "noise_seed": noise_seed} if ratio else {}
+    sampled_seed = cfg.eval.get("sampled_seed", 0)
+    sampled = check_sampled(cfg.eval.get("sampled_negatives"), sampled_seed)
     datamodule = task.datamodule(data, seed=seed, batch_size=int(cfg.train.batch_size), ks=tuple(cfg.eval.ks),
                                  max_scores=int(cfg.eval.max_scores), ties=str(cfg.eval.get("ties", "expected")),
-                                 test_masks_valid=bool(cfg.eval.get("test_masks_valid", True)), **extra)
+                                 test_masks_valid=bool(cfg.eval.get("test_masks_valid", True)),
+                                 sampled_negatives=sampled, sampled_seed=int(sampled_seed), **extra)
+    if sampled and not isinstance(datamodule, RankingDataModule):  # a task that ignores it would report nothing
+        raise ConfigError(f"eval.sampled_negatives={sampled} needs an item catalogue to sample from (task=cf, seq or "
+                          f"linkpred); task={task.name} ranks given lists: set it to null")
     splits = datamodule.splits
     if datamodule.test_evaluator.users.numel() == 0:
         raise DataError(f"data set '{splits.name}' leaves no query with a relevant test item "

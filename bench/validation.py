@@ -35,6 +35,8 @@ RULES: list[tuple[str, Callable[[Any], bool], str]] = [
      "a non-empty list of integers >= 1, e.g. [5,10,20]"),
     ("eval.max_scores", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("eval.test_masks_valid", lambda v: isinstance(v, bool), "true or false"),
+    ("eval.sampled_negatives", lambda v: v is None or (_int(v) and v >= 1), "null (off) or an integer >= 1, e.g. 100"),
+    ("eval.sampled_seed", lambda v: _int(v) and 0 <= v < 2**63, "an integer in [0, 2^63)"),
     ("model.dim", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("loss.n_negatives", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("task.valid_fraction", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),

@@ -82,8 +82,8 @@ def main() -> int:
     lines = [f"| metric | tie rule | {NAMES.get(a, a)} | {NAMES.get(b, b)} | {NAMES.get(b, b)} vs {NAMES.get(a, a)} | "
              "p (paired seeds) |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['metric']} | {r['rule']} | {r[a]:.4f} ± {r[a + '_ci']:.4f} | {r[b]:.4f} ± {r[b + '_ci']:.4f} | "
-                     f"{r['change']:+.1%} | {r['p_seeds']:.2g} |")
+        lines.append(f"| {r['metric']} | {r['rule']} | {r[a]:.4f} ± {r[a + '_ci']:.4f} | "
+                     f"{r[b]:.4f} ± {r[b + '_ci']:.4f} | {r['change']:+.1%} | {r['p_seeds']:.2g} |")
     share = {loss: float(np.mean(v)) for loss, v in cut.items()}
     lines.append("")
     lines.append("Share of test queries whose cut-off K splits a tie group (largest over K, expected rule): "

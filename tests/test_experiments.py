@@ -175,7 +175,7 @@ def test_table6_experiments_hold_sasrecs_published_settings(loss):
         m = cfg.model
         assert (m.dim, m.layers, m.heads, m.max_len, m.dropout) == (50, 2, 1, 50, 0.5)
         assert (cfg.optimizer.lr, cfg.task.users_per_batch, cfg.train.monitor) == (0.001, 128, "ndcg@20")
-        assert set(cfg.paper) == {"hit@20", "ndcg@20"}
+        assert set(cfg.paper) == {"hit@20", "ndcg@20"} and cfg.eval.sampled_negatives == 100
     assert compose(["+experiment=seq/table6_games", f"loss={loss}", "output_dir=x"]).loss.n_negatives == \
         (1 if loss == "bce" else 1000)  # SASRec's one negative per position for its own loss
 

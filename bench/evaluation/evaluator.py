@@ -12,6 +12,7 @@ from bench.datasets.base import CSR
 from bench.errors import TrainingDiverged
 from bench.evaluation.metrics import DEFAULT_KS, TIE_PREFIX, list_metrics, ranked_list
 from bench.evaluation.per_edge import EDGE_PREFIX, edge_columns
+from bench.evaluation.sampled import SAMPLED_PREFIX, check_sampled, draw_negatives, sampled_columns
 from bench.evaluation.ties import BOUNDS, check_mode
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,12 @@ class FullRankingEvaluator:
     With ``per_edge`` (link prediction), every user also gets the
     :data:`~bench.evaluation.per_edge.EDGE_PREFIX` columns: sums of the per-edge filtered
     ranking's metrics over its target items (:mod:`bench.evaluation.per_edge`), which
-    :func:`~bench.evaluation.per_edge.edge_summary` averages over edges.
+    :func:`~bench.evaluation.per_edge.edge_summary` averages over edges. With
+    ``sampled_negatives`` = N, every user also gets the
+    :data:`~bench.evaluation.sampled.SAMPLED_PREFIX` columns: its test items ranked among N
+    items it never interacted with, drawn once here (the biased protocol of older papers,
+    :mod:`bench.evaluation.sampled`), which
+    :func:`~bench.evaluation.sampled.sampled_summary` averages over users.
 
     Args:
         target: held-out items per user (the relevant set R_u).
@@ -43,10 +49,15 @@ class FullRankingEvaluator:
         ties: how tied items are ordered (bench.evaluation.ties.TIE_MODES; docs/evaluation.md#ties).
         per_edge: also rank each (user, target item) pair on its own, the target's fellow
             targets filtered out (the per-edge link-prediction protocol).
+        sampled_negatives: N, to also rank each target among N sampled items (None: off).
+        sampled_seed: the seed of that draw.
+        seen: item sets the draw leaves out besides ``target`` and ``exclude`` (at test, the
+            validation items even when they are not masked).
     """
 
     def __init__(self, target: CSR, exclude: Sequence[CSR], ks: Sequence[int] = DEFAULT_KS,
-                 max_scores: int = 1 << 24, ties: str = "expected", per_edge: bool = False) -> None:
+                 max_scores: int = 1 << 24, ties: str = "expected", per_edge: bool = False,
+                 sampled_negatives: int | None = None, sampled_seed: int = 0, seen: Sequence[CSR] = ()) -> None:
         self.target = target
         self.per_edge = bool(per_edge)
         self.ties = check_mode(ties)
@@ -57,6 +68,12 @@ class FullRankingEvaluator:
         self.n_skipped = target.n_users - self.users.numel()
         self.chunk_size = max(1, int(max_scores) // max(self.n_items, 1))
         self._target_keys: dict[str, Tensor] = {}
+        self.sampled_negatives = check_sampled(sampled_negatives, sampled_seed)
+        self.sampled_seed = int(sampled_seed)
+        #: (U, N) int64 the sampled items of each evaluated user (rows as :attr:`users`; -1 pads), or None
+        self.negatives = (draw_negatives(self.users, [target, *self.exclude, *seen], self.sampled_negatives,
+                                         self.sampled_seed) if self.sampled_negatives else None)
+        self._negatives_on: dict[str, tuple[Tensor, Tensor]] = {}
 
     def user_chunks(self, rank: int = 0, world: int = 1) -> list[Tensor]:
         """The evaluated user ids, split into chunks; with ``world`` > 1, rank ``rank``'s
@@ -72,7 +89,9 @@ class FullRankingEvaluator:
             users: (b,) user ids, each with at least one target item.
         Returns:
             ``{"ndcg@20": (b,) float64, ..., "ties:optimistic/ndcg@20": ..., "ties:cut@20": ...}``,
-            with ``per_edge`` also ``"edge:edges"``, ``"edge:mrr"``, ``"edge:hit@20"``, ... (sums).
+            with ``per_edge`` also ``"edge:edges"``, ``"edge:mrr"``, ``"edge:hit@20"``, ... (sums),
+            with ``sampled_negatives`` also ``"sampled:drawn"``, ``"sampled:mrr"``,
+            ``"sampled:hit@10"``, ``"sampled:ndcg@10"``, ... (means over each user's targets).
         """
         target = self.target.on(users.device)
         scores = self.masked_scores(score_users, users)
@@ -89,11 +108,24 @@ class FullRankingEvaluator:
 
         out = list_metrics(ranked, self._hits(target, users, ranked.items), target.degrees()[users], self.ks,
                            self.ties, count_tail, bounds=True)
-        if self.per_edge:  # from the same masked rows: no second scoring pass
+        # the side protocols read the same masked rows (no second scoring pass) and change nothing above
+        if self.per_edge or self.negatives is not None:
             rows, items = target.gather_rows(users)
-            out.update(edge_columns(scores, rows, items, self.ks, self.ties,
-                                    max_scores=self.chunk_size * max(self.n_items, 1)))
+            if self.per_edge:
+                out.update(edge_columns(scores, rows, items, self.ks, self.ties,
+                                        max_scores=self.chunk_size * max(self.n_items, 1)))
+            if self.negatives is not None:
+                out.update(sampled_columns(scores, self._sampled_rows(self.negatives, users), rows, items, self.ks,
+                                           self.ties))
         return out
+
+    def _sampled_rows(self, negatives: Tensor, users: Tensor) -> Tensor:
+        """(b, N) the rows of ``negatives`` (:attr:`negatives`) of ``users`` (evaluated users), on their device."""
+        key = str(users.device)
+        if key not in self._negatives_on:
+            self._negatives_on[key] = (self.users.to(users.device), negatives.to(users.device))
+        evaluated, negatives = self._negatives_on[key]
+        return negatives[torch.searchsorted(evaluated, users.contiguous())]
 
     def masked_scores(self, score_users: Callable[[Tensor], Tensor], users: Tensor) -> Tensor:
         """(b, n_items) float32 scores of ``users`` with their ``exclude`` items at -inf."""
@@ -129,8 +161,9 @@ def mean_metrics(per_user: dict[str, Tensor]) -> dict[str, float]:
 
 def split_tie_columns(per_user: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """(metrics, tie columns without their prefix) of an evaluator's per-user output; the
-    per-edge columns (:data:`~bench.evaluation.per_edge.EDGE_PREFIX`) are in neither."""
-    metrics = {k: v for k, v in per_user.items() if not k.startswith((TIE_PREFIX, EDGE_PREFIX))}
+    per-edge columns (:data:`~bench.evaluation.per_edge.EDGE_PREFIX`) and the sampled protocol's
+    (:data:`~bench.evaluation.sampled.SAMPLED_PREFIX`) are in neither."""
+    metrics = {k: v for k, v in per_user.items() if not k.startswith((TIE_PREFIX, EDGE_PREFIX, SAMPLED_PREFIX))}
     tie_columns = {k[len(TIE_PREFIX):]: v for k, v in per_user.items() if k.startswith(TIE_PREFIX)}
     return metrics, tie_columns
 

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 PerUser = tuple[np.ndarray, dict[str, np.ndarray]]
 #: how the module logs link prediction's per-edge metrics after ``test/`` (``test/edge_mrr``)
 EDGE_LOG_PREFIX = "edge_"
+#: and the biased sampled-negatives metrics (``test/sampled_hit@10``)
+SAMPLED_LOG_PREFIX = "sampled_"
 
 
 @dataclass
@@ -43,6 +45,9 @@ class RunRecord:
         per_edge: link prediction's per-edge test metrics, ``{"mrr": ..., "hit@20": ...}`` (means
             over held-out edges; from a results file also ``"edges"``, their number); empty for
             other tasks.
+        sampled: the biased "1 positive + N sampled negatives" test metrics, ``{"hit@10": ...,
+            "ndcg@10": ..., "mrr": ...}`` (from a results file also ``negatives``, ``seed``, ``users``,
+            ``short_users``); empty unless the run set ``eval.sampled_negatives``. Never in ``test``.
         history: validation rows ``{"epoch": e, "val/ndcg@20": ...}``.
         paper: the paper's values for this configuration (``paper`` config node), if any.
         overrides: the command-line overrides that made it.
@@ -69,6 +74,7 @@ class RunRecord:
     k: int | None = None
     data_files: dict[str, str] | None = None
     per_edge: dict[str, float] = field(default_factory=dict)
+    sampled: dict[str, float] = field(default_factory=dict)
 
     @property
     def table(self) -> tuple[str, str, str]:
@@ -91,7 +97,8 @@ def _record(res: RunResult, source: str, load_per_user: Callable[[], PerUser | N
         test={k: float(v) for k, v in res.test.items() if v is not None}, history=list(res.history),
         paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished,
         k=_loss_k(res.config), data_files=res.data_files,
-        per_edge={k: float(v) for k, v in res.per_edge.items() if isinstance(v, int | float)})
+        per_edge={k: float(v) for k, v in res.per_edge.items() if isinstance(v, int | float)},
+        sampled={k: float(v) for k, v in res.sampled.items() if isinstance(v, int | float) and not isinstance(v, bool)})
 
 
 def _loss_k(config: dict[str, Any]) -> int | None:
@@ -137,8 +144,10 @@ def from_wandb(project: str, filters: dict[str, Any] | None = None,
     for run in api.runs(project, filters=query):
         summary = dict(run.summary)
         test = {k[5:]: v for k, v in summary.items() if k.startswith("test/") and isinstance(v, (int, float))}
-        # link prediction logs its per-edge metrics as test/edge_<metric>: not per-user metrics
+        # per-edge (test/edge_<metric>) and sampled (test/sampled_<metric>) metrics are not per-user metrics
         per_edge = {k[len(EDGE_LOG_PREFIX):]: float(test.pop(k)) for k in list(test) if k.startswith(EDGE_LOG_PREFIX)}
+        sampled = {k[len(SAMPLED_LOG_PREFIX):]: float(test.pop(k)) for k in list(test)
+                   if k.startswith(SAMPLED_LOG_PREFIX)}
         if not test:
             notes.append(f"{project}/{run.id}: no test/* metrics in its summary")
             continue
@@ -151,7 +160,7 @@ def from_wandb(project: str, filters: dict[str, Any] | None = None,
                     history.append({"epoch": int(row["epoch"]), **vals})
         except Exception as exc:  # the history is for plots only
             notes.append(f"{project}/{run.id}: no history ({exc})")
-        res = RunResult(status=COMPLETED, config=cfg, test=test, per_edge=per_edge, history=history,
+        res = RunResult(status=COMPLETED, config=cfg, test=test, per_edge=per_edge, sampled=sampled, history=history,
                         overrides=_group_overrides(run, cfg))
         finished = getattr(run, "heartbeat_at", None) or getattr(run, "created_at", None)
         records.append(_record(res, f"{project}/{run.id}", _wandb_per_user(run), _timestamp(finished)))

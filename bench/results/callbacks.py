@@ -163,6 +163,7 @@ class WriteResults(L.Callback):
         result.test = mean_metrics(pl_module.test_per_user)
         result.ties = dict(pl_module.test_ties)
         result.per_edge = dict(pl_module.test_per_edge)
+        result.sampled = dict(pl_module.test_sampled)
         result.history = list(history)
         result.epochs_trained = trainer.current_epoch
         result.per_user_test = PER_USER_FILE

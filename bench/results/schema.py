@@ -36,6 +36,9 @@ SEED_KEYS = frozenset({"seed"})
 PLACEMENT_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "force", "logger", "trainer.accelerator",
                             "trainer.devices", "trainer.strategy", "trainer.num_nodes"})
 PLACEMENT_PREFIXES = ("hydra", "logger.")
+#: overrides that only add a side output: training and the full-ranking metrics are the same to the
+#: bit with or without them (the biased sampled-negatives test numbers, ``sampled``)
+SIDE_OUTPUT_KEYS = frozenset({"eval.sampled_negatives", "eval.sampled_seed"})
 
 
 def override_key(override: str) -> str:
@@ -47,7 +50,7 @@ def is_variant_override(override: str) -> bool:
     """Does this command-line override make a configuration of its own (``loss.tau=0.1``),
     beyond the run's task, data set, backbone, loss and seed?"""
     key = override_key(override)
-    return ("=" in override and key not in IDENTITY_KEYS | SEED_KEYS | PLACEMENT_KEYS
+    return ("=" in override and key not in IDENTITY_KEYS | SEED_KEYS | PLACEMENT_KEYS | SIDE_OUTPUT_KEYS
             and not key.startswith(PLACEMENT_PREFIXES))
 
 
@@ -84,6 +87,10 @@ class RunResult:
             means over the E held-out (u, v) pairs, each undirected edge once from each end
             (docs/evaluation.md, "Link prediction: per-edge ranking"); empty for other tasks and
             for runs that predate it.
+        sampled: the biased "1 positive + N sampled negatives" test metrics of older papers,
+            ``{"negatives": N, "seed": s, "protocol": ..., "users": U, "short_users": ..., "mrr": ...,
+            "hit@10": ..., "ndcg@10": ..., ...}`` (means over users; docs/evaluation.md, "Sampled
+            metrics"); never part of ``test``; empty unless ``eval.sampled_negatives`` was set.
         history: one row per validation, ``{"epoch", "val/<metric>", "diag/<name>"}``.
         epochs_trained: epochs completed.
         per_user_test: file name of the per-user test metrics.
@@ -110,6 +117,7 @@ class RunResult:
     test: dict[str, float] = field(default_factory=dict)
     ties: dict[str, Any] = field(default_factory=dict)
     per_edge: dict[str, Any] = field(default_factory=dict)
+    sampled: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, float]] = field(default_factory=list)
     epochs_trained: int | None = None
     per_user_test: str | None = None

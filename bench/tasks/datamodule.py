@@ -41,13 +41,17 @@ class RankingDataModule(L.LightningDataModule):
             False ranks them as non-relevant items, as the SL@K reference code's test does.
         per_edge: the evaluators also rank each held-out (query, item) pair on its own
             (link prediction's per-edge protocol, :mod:`bench.evaluation.per_edge`).
+        sampled_negatives: N, to also rank each test item among N sampled items the query never
+            interacted with (``eval.sampled_negatives``; the biased protocol of older papers,
+            :mod:`bench.evaluation.sampled`); test only, None = off.
+        sampled_seed: the seed of that draw (``eval.sampled_seed``).
     """
 
     def __init__(self, splits: RankingSplits, seed: int, batch_size: int = 1024, ks: Sequence[int] = DEFAULT_KS,
                  max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), train_rows: Tensor | None = None,
                  n_pairs: int | None = None, node_features: Tensor | None = None,
                  sequences: Sequences | None = None, ties: str = "expected", test_masks_valid: bool = True,
-                 per_edge: bool = False) -> None:
+                 per_edge: bool = False, sampled_negatives: int | None = None, sampled_seed: int = 0) -> None:
         super().__init__()
         self.splits = splits
         self.seed = seed
@@ -59,7 +63,11 @@ class RankingDataModule(L.LightningDataModule):
         self.val_evaluator = FullRankingEvaluator(splits.valid, [splits.train, *exclude], ks, max_scores, ties,
                                                   per_edge=per_edge)
         test_masks = [splits.train, splits.valid, *exclude] if test_masks_valid else [splits.train, *exclude]
-        self.test_evaluator = FullRankingEvaluator(splits.test, test_masks, ks, max_scores, ties, per_edge=per_edge)
+        # validation (and so model selection) stays full-ranking only; the sample leaves out the
+        # validation items whether or not the test masks them
+        self.test_evaluator = FullRankingEvaluator(splits.test, test_masks, ks, max_scores, ties, per_edge=per_edge,
+                                                   sampled_negatives=sampled_negatives, sampled_seed=sampled_seed,
+                                                   seen=(splits.valid,))
         self.sampler = UniformNegativeSampler(splits.train)
 
     def summary(self) -> dict:

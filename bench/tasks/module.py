@@ -18,6 +18,7 @@ from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
 from bench.evaluation.evaluator import split_tie_columns, tie_summary, tie_warning
 from bench.evaluation.per_edge import EDGE_COUNT, edge_summary
+from bench.evaluation.sampled import sampled_metrics, sampled_summary
 from bench.losses.base import RecLoss
 from bench.models.base import EmbeddingModel
 from bench.sampling import UniformNegativeSampler, negatives_generator
@@ -89,6 +90,10 @@ class RankingModule(L.LightningModule):
         #: empty for tasks without them)
         self.test_per_edge: dict[str, float | int] = {}
         self._edge_means: dict[str, float | int] = {}  # the same, of the latest evaluation pass
+        #: the biased sampled-negatives metrics of the test (:func:`~bench.evaluation.sampled.sampled_summary`;
+        #: empty unless ``eval.sampled_negatives`` is set)
+        self.test_sampled: dict[str, Any] = {}
+        self._sampled_means: dict[str, Any] = {}  # the same, of the latest evaluation pass
         self._warned_val_ties = False
         self._parts: list[dict[str, Tensor]] = []
         self._users: list[Tensor] = []
@@ -178,13 +183,16 @@ class RankingModule(L.LightningModule):
 
     def _gather(self, evaluator: FullRankingEvaluator | None) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
         """Every evaluated user's metrics (from all ranks under DDP) and the ties' summary; the
-        per-edge means, when the evaluator computes them, are left in ``_edge_means``."""
+        per-edge means and the sampled protocol's summary, when the evaluator computes them, are
+        left in ``_edge_means`` and ``_sampled_means``."""
         parts, users = self._parts, self._users
         self._parts, self._users, self._scorer = [], [], None
         per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
         all_users = torch.cat(users) if users else torch.zeros(0, dtype=torch.int64)
         all_users, per_user = gather_per_user(all_users, per_user)
         self._edge_means = edge_summary(per_user)  # summed over all ranks' users, then divided
+        self._sampled_means = sampled_summary(per_user, getattr(evaluator, "sampled_negatives", None),
+                                              getattr(evaluator, "sampled_seed", 0))
         metrics, tie_columns = split_tie_columns(per_user)
         ties = tie_summary(metrics, tie_columns, evaluator.ties) if evaluator is not None and metrics else {}
         return all_users, metrics, ties
@@ -219,9 +227,12 @@ class RankingModule(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self.test_users, self.test_per_user, self.test_ties = self._gather(self.test_evaluator)
         self.test_per_edge = dict(self._edge_means)
+        self.test_sampled = dict(self._sampled_means)
         means = mean_metrics(self.test_per_user)
         edges = {f"test/edge_{k}": float(v) for k, v in self.test_per_edge.items() if k != EDGE_COUNT}
-        self.log_dict({**{f"test/{k}": v for k, v in means.items()}, **edges})
+        # a prefix of their own, so that no reader takes them for full-ranking metrics
+        sampled = {f"test/sampled_{k}": v for k, v in sampled_metrics(self.test_sampled).items()}
+        self.log_dict({**{f"test/{k}": v for k, v in means.items()}, **edges, **sampled})
         warning = tie_warning(self.test_ties, means)
         if warning:
             log.warning("test: %s", warning)
