@@ -20,7 +20,31 @@ if TYPE_CHECKING:
     from bench.datasets.sequences import Sequences
 
 
-class RankingDataModule(L.LightningDataModule):
+class EvaluatedDataModule(L.LightningDataModule):
+    """What every task's data module shares: validation and test loaders over the chunks of
+    queries its two evaluators (``val_evaluator``, ``test_evaluator``: anything with
+    ``user_chunks(rank, world)``) rank, each rank taking its share under DDP."""
+
+    val_evaluator: Any
+    test_evaluator: Any
+
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = getattr(self, "trainer", None)
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+    def _eval_loader(self, evaluator: Any) -> DataLoader:
+        rank, world = self._rank_world()  # under DDP each rank ranks a share of the queries
+        chunks: Any = evaluator.user_chunks(rank, world)  # a list is a map-style dataset
+        return DataLoader(chunks, batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.val_evaluator)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.test_evaluator)
+
+
+class RankingDataModule(EvaluatedDataModule):
     """Training rows in seeded shuffled batches; query chunks for full-ranking evaluation.
 
     Args:
@@ -83,24 +107,9 @@ class RankingDataModule(L.LightningDataModule):
         """The sizes a backbone is built with."""
         return {"n_users": self.splits.n_users, "n_items": self.splits.n_items}
 
-    def _rank_world(self) -> tuple[int, int]:
-        trainer = getattr(self, "trainer", None)
-        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-
     def train_dataloader(self) -> DataLoader:
         rank, world = self._rank_world()
         return DataLoader(IndexedPairs(self.train_rows),
                           sampler=PairBatchSampler(len(self.train_rows), self.batch_size, self.seed, rank=rank,
                                                    world=world),
                           batch_size=None)
-
-    def _eval_loader(self, evaluator: FullRankingEvaluator) -> DataLoader:
-        rank, world = self._rank_world()  # under DDP each rank ranks a share of the users
-        chunks: Any = evaluator.user_chunks(rank, world)  # a list is a map-style dataset
-        return DataLoader(chunks, batch_size=None)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.val_evaluator)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.test_evaluator)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import lightning as L
 import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
@@ -27,6 +26,7 @@ from bench.evaluation.ties import check_mode
 from bench.losses import LOSSES
 from bench.losses.base import RecLoss, has_list_form
 from bench.sampling import PairBatchSampler, negatives_generator
+from bench.tasks.datamodule import EvaluatedDataModule
 from bench.tasks.module import RankingModule
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ class _Queries(Dataset):
         return self.queries[idx]
 
 
-class LtrDataModule(L.LightningDataModule):
+class LtrDataModule(EvaluatedDataModule):
     """Seeded shuffled batches of training queries; evaluation chunks of queries.
 
     Only training lists with two or more grades are batched: the others give every loss
@@ -230,10 +230,6 @@ class LtrDataModule(L.LightningDataModule):
         """The sizes a backbone is built with."""
         return {"n_features": self.splits.n_features}
 
-    def _rank_world(self) -> tuple[int, int]:
-        trainer = getattr(self, "trainer", None)
-        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-
     def train_dataloader(self) -> DataLoader:
         rank, world = self._rank_world()
         return DataLoader(_Queries(self.train_queries),
@@ -241,16 +237,6 @@ class LtrDataModule(L.LightningDataModule):
                                                    rank=rank, world=world),
                           batch_size=None)
 
-    def _eval_loader(self, evaluator: ListEvaluator) -> DataLoader:
-        rank, world = self._rank_world()
-        chunks: Any = evaluator.user_chunks(rank, world)
-        return DataLoader(chunks, batch_size=None)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.val_evaluator)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.test_evaluator)
 
 
 def list_form_losses() -> list[str]:
@@ -294,7 +280,7 @@ class LtrModule(RankingModule):
             cast(Any, self.model).bind(datamodule.train_lists)  # a list scorer's hook
             self._bound = True
         self.lists = datamodule.train_lists
-        self.val_evaluator, self.test_evaluator = datamodule.val_evaluator, datamodule.test_evaluator  # type: ignore
+        self.val_evaluator, self.test_evaluator = datamodule.val_evaluator, datamodule.test_evaluator
 
     def training_step(self, queries: Tensor, batch_idx: int) -> Tensor:
         if self.lists is None:
