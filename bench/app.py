@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from bench.composition import CONFIG_DIR, compose, recompose_run, supersede
 from bench.errors import BenchError, FolderTaken, find_user_error
+from bench.evaluation.per_edge import format_per_edge
 from bench.evaluation.sampled import format_sampled
 from bench.experiments import apply_per_loss
 from bench.results import CHECKPOINT_DIR, FAILED, RESULTS_FILE, RunResult, override_key
@@ -95,6 +96,8 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     queries = "lists" if "fold" in results.data else "users"  # task=ltr evaluates ranked lists
     print(f"\nTest metrics ({results.data['test_users']} {queries}; best validation epoch {results.best['epoch']}):")
     print(format_metrics_table(results.test, ks))
+    if results.per_edge:  # link prediction's second protocol
+        print(format_per_edge(results.per_edge, ks))
     if results.sampled:  # the biased sampled protocol, after and apart from the full ranking
         print(format_sampled(results.sampled, ks))
     print(f"results: {Path(cfg.output_dir).resolve() / RESULTS_FILE}")

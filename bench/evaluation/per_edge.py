@@ -44,7 +44,7 @@ EDGE_PREFIX = "edge:"
 EDGE_COUNT = "edges"
 
 __all__ = ["EDGE_COUNT", "EDGE_PREFIX", "FilteredRanks", "edge_columns", "edge_metrics", "edge_summary",
-           "filtered_ranks"]
+           "filtered_ranks", "format_per_edge"]
 
 
 class FilteredRanks(NamedTuple):
@@ -154,3 +154,9 @@ def edge_summary(per_user: dict[str, Tensor]) -> dict[str, float | int]:
         return {}
     n = int(columns.pop(EDGE_COUNT).sum())
     return {EDGE_COUNT: n, **{k: float(v.sum()) / max(n, 1) for k, v in columns.items()}}
+
+
+def format_per_edge(summary: dict[str, float | int], ks: Sequence[int]) -> str:
+    """One console line of a run's per-edge summary (:func:`edge_summary`)."""
+    hits = ", ".join(f"Hit@{k} {summary[f'hit@{k}']:.4f}" for k in ks if f"hit@{k}" in summary)
+    return f"Per edge (filtered, {summary['edges']} held-out pairs): MRR {summary['mrr']:.4f}, {hits}"

@@ -198,3 +198,10 @@ def test_edge_columns_sum_each_sources_edges():
     assert got["edge:edges"].tolist() == [2.0, 1.0]
     assert got["edge:mrr"].tolist() == pytest.approx([1 / 2 + 1 / 3, 1 / 4])
     assert got["edge:hit@1"].tolist() == [0.0, 0.0]
+
+
+def test_the_console_line_names_the_protocol_and_every_cut_off():
+    from bench.evaluation.per_edge import format_per_edge
+
+    line = format_per_edge({"edges": 910, "mrr": 0.048204, "hit@5": 0.06154, "hit@20": 0.147619}, [5, 10, 20])
+    assert line == "Per edge (filtered, 910 held-out pairs): MRR 0.0482, Hit@5 0.0615, Hit@20 0.1476"
