@@ -96,7 +96,7 @@ def tune(dataset: str, losses: list[str], runs: Path) -> None:
 
 def chosen(loss: str, runs: Path) -> tuple[list[str], pd.DataFrame]:
     """The loss's best tuning setting (by validation NDCG@5) and the whole tuning table."""
-    rows = [{"loss": loss, "setting": " ".join(setting_of(r, loss)), "val_" + METRIC: r.objective,
+    rows = [{"loss": loss, "setting": " ".join(setting_of(r, loss)), "val_" + METRIC: r.best_val,
              "epoch": r.best.get("epoch")} for r in completed(runs / "tune" / loss)]
     table = pd.DataFrame(rows)
     if table.empty:

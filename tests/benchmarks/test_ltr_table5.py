@@ -1,0 +1,69 @@
+"""The learning-to-rank benchmark: an equal tuning budget, the choice by validation only, and the report's
+numbers on fabricated finished runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bench.app import compose
+from bench.results import COMPLETED, RunResult
+from bench.results.io import write_per_user
+
+
+@pytest.fixture
+def script(benchmark_script):
+    return benchmark_script("ltr_table5")
+
+
+def test_every_loss_gets_six_settings_and_each_composes(script):
+    for loss in script.GRIDS:
+        settings = script.grid_settings(loss)
+        assert len(settings) == 6, loss
+        cfg = compose(["+experiment=ltr/mq2008", f"loss={loss}", *script.FIXED.get(loss, []), *settings[0],
+                       "output_dir=x"])
+        assert cfg.loss.name == loss and cfg.train.monitor == "ndcg@5"
+
+
+def _run(folder: Path, loss: str, setting: list[str], fold: int, seed: int, val: float, test: float,
+         per_query: list[float] | None = None) -> None:
+    res = RunResult(status=COMPLETED, config={"loss": {"name": loss}, "dataset": {"fold": fold}, "seed": seed,
+                                              "train": {"monitor": "ndcg@5"}},
+                    overrides=[f"loss={loss}", *setting, f"dataset.fold={fold}", f"seed={seed}"],
+                    best={"epoch": 3, "val": {"ndcg@5": val}}, test={"ndcg@5": test})
+    folder.mkdir(parents=True)
+    res.write(folder)
+    values = per_query if per_query is not None else [test] * 4
+    write_per_user(folder / "per_user_test.npz", np.arange(len(values)), {"ndcg@5": np.array(values)})
+
+
+def test_the_choice_reads_validation_only_and_the_report_pairs_folds_and_seeds(script, tmp_path):
+    runs = tmp_path / "mq2008"
+    # tuning: the second SL setting wins on validation although its (unread) test value is the worst
+    _run(runs / "tune/sl/part0/0", "sl", ["loss.tau=0.1"], 1, 0, val=0.60, test=0.70)
+    _run(runs / "tune/sl/part0/1", "sl", ["loss.tau=0.2"], 1, 0, val=0.65, test=0.50)
+    _run(runs / "tune/slk/part0/0", "slk", ["loss.tau_d=0.2", "loss.tau_w=2.5"], 1, 0, val=0.62, test=0.6)
+    assert script.chosen("sl", runs)[0] == ["loss.tau=0.2"]
+    sl = {(1, 0): 0.50, (1, 1): 0.52, (2, 0): 0.48}
+    slk = {(1, 0): 0.55, (1, 1): 0.56, (2, 0): 0.50}
+    queries = {"sl": [0.2, 0.4, 0.6, 0.8], "slk": [0.3, 0.5, 0.9, 0.8]}
+    for loss, values in (("sl", sl), ("slk", slk)):
+        for (fold, seed), v in values.items():
+            _run(runs / f"final/{loss}/{fold}-{seed}", loss, [], fold, seed, 0.6, v, queries[loss])
+    text = script.report(["sl", "slk"], runs, tmp_path / "out")
+    table = {r.split("|")[1].strip(): r for r in text.splitlines()[2:]}
+    x, y = np.array([slk[p] for p in sorted(slk)]), np.array([sl[p] for p in sorted(sl)])
+    mean = x.mean()
+    half = stats.t.ppf(0.975, 2) * x.std(ddof=1) / math.sqrt(3)
+    assert f"{mean:.4f} ± {half:.4f}" in table["SL@5"]
+    assert f"{x.mean() / y.mean() - 1:+.1%}" in table["SL@5"]
+    assert f"{stats.ttest_rel(x, y).pvalue:.2g}" in table["SL@5"]
+    # queries: each query's value averaged over seeds, folds kept apart (fold 1 and 2 hold the same ids here)
+    diff = np.array(queries["slk"] * 2) - np.array(queries["sl"] * 2)
+    p = stats.wilcoxon(diff[diff != 0]).pvalue
+    assert f"{p:.2g}" in table["SL@5"]  # one comparison: Holm leaves it as is
+    assert (tmp_path / "out" / "summary.csv").is_file() and (tmp_path / "out" / "tuning.csv").is_file()
