@@ -182,8 +182,9 @@ def test_table6_experiments_hold_sasrecs_published_settings(loss):
 
 @pytest.mark.parametrize("loss", ["sl", "slk", "listnet", "listmle", "ranknet", "lambdalossk", "neuralndcg",
                                   "approxndcg"])
-def test_the_mq2008_experiment_trains_a_transformer_on_lists_and_picks_by_ndcg_at_5(loss):
-    cfg = compose(["+experiment=ltr/mq2008", f"loss={loss}", "output_dir=x"])
-    assert (cfg.task.name, cfg.dataset.name, cfg.model.name) == ("ltr", "mq2008", "transformer")
-    assert list(cfg.eval.ks) == [1, 3, 5, 10, 20] and cfg.train.monitor == "ndcg@5"
-    assert cfg.get("loss", {}).get("k", 5) == 5
+def test_the_ltr_experiments_train_a_transformer_on_lists_and_pick_by_ndcg_at_5(loss):
+    for dataset in ("mq2008", "ohsumed"):
+        cfg = compose([f"+experiment=ltr/{dataset}", f"loss={loss}", "output_dir=x"])
+        assert (cfg.task.name, cfg.dataset.name, cfg.model.name) == ("ltr", dataset, "transformer")
+        assert list(cfg.eval.ks) == [1, 3, 5, 10, 20] and cfg.train.monitor == "ndcg@5"
+        assert cfg.get("loss", {}).get("k", 5) == 5 and cfg.model.dim == 64
