@@ -147,8 +147,11 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
                           f"linkpred); task={task.name} ranks given lists: set it to null")
     splits = datamodule.splits
     if datamodule.test_evaluator.users.numel() == 0:
-        raise DataError(f"data set '{splits.name}' leaves no query with a relevant test item "
-                        f"({datamodule.describe()}): no metric could be computed; use data with more "
+        if isinstance(datamodule, LtrDataModule):
+            raise DataError(f"{datamodule.describe()}: no test list holds a relevant document, so no NDCG is "
+                            "defined; use another fold, or task.empty_queries=zero to score such lists 0")
+        raise DataError(f"data set '{splits.name}' leaves no user with a test item ({splits.n_users} users, "
+                        f"{splits.test.nnz} test interactions): no metric could be computed; use data with more "
                         "interactions per user, or lower dataset.k_core / raise dataset.test_fraction")
     log.info(datamodule.describe())
     lists = isinstance(datamodule, LtrDataModule)
