@@ -49,6 +49,9 @@ def to_markdown(summary: pd.DataFrame, runs: list[RunResult], headline: Iterable
     """Markdown: a headline table (configurations x headline metrics), the full table, and
     the runs that did not complete."""
     lines = ["# Seed summary", "", "mean ± 95% CI half-width (Student t, n seeds)", ""]
+    # and the metric the runs picked their checkpoints by, when another (NDCG@5 in learning to rank)
+    monitors = [r.monitor for r in runs if r.status == COMPLETED]
+    headline = list(dict.fromkeys([*headline, *monitors]))
     headline = [m for m in headline if m in set(summary["metric"])]
     if len(summary):
         lines += ["| data · model | configuration | " + " | ".join(headline) + " |",

@@ -66,3 +66,18 @@ def test_rows_are_told_apart_by_the_overrides_that_differ(tmp_path):
     assert sorted(ndcg.index) == ["sl", "sl loss.tau=0.1"]  # the override all runs share names no row
     assert ndcg.at["sl loss.tau=0.1", "mean"] == pytest.approx(0.125)
     assert "Runs that did not complete" not in md
+
+
+def test_the_headline_adds_the_metric_the_runs_were_selected_by(tmp_path):
+    """Learning-to-rank runs pick checkpoints by NDCG@5: it joins the headline after the usual ones."""
+    for seed, v in enumerate([0.6, 0.7]):
+        d = tmp_path / str(seed)
+        d.mkdir()
+        config = {"seed": seed, "task": {"name": "ltr"}, "dataset": {"name": "mq2008"}, "model": {"name": "linear"},
+                  "loss": {"name": "sl"}, "train": {"monitor": "ndcg@5"}}
+        payload = {"status": "completed", "overrides": ["loss=sl", f"seed={seed}"], "config": config,
+                   "test": {"ndcg@20": v + 0.1, "ndcg@5": v}}
+        (d / "results.json").write_text(json.dumps(payload))
+    _, _, md = write_summary(tmp_path)
+    assert "| data · model | configuration | ndcg@20 | ndcg@5 |" in md
+    assert "| mq2008 · linear (ltr) | sl | 0.7500 ± " in md and "| 0.6500 ± " in md
