@@ -8,6 +8,9 @@ share everything else (the model's defaults, N = 1000 negatives per position, Ad
 - ``slk``: SL@20 as configured (tau_d 0.2, tau_w 2.5, the exact K-th score of each prefix as threshold)
 - ``slk-tauw10`` / ``slk-tauw0.5``: a flatter / sharper weight (tau_w 10 makes it nearly constant)
 - ``slk-detach``: the weight without its gradient (``loss.detach_weight=true``)
+- ``slk-user``: one threshold per user from its whole training history, refreshed every 5th epoch by
+  the sampled estimator as in collaborative filtering, instead of each prefix's exact K-th score
+  (``loss.seq_threshold=user``)
 - ``slk-long`` / ``sl-long``: three times the epochs (is SL@20 still learning?)
 
     BENCH_DATA_DIR=../shared/data python benchmarks/seq_gap_ablation.py run [--cells sl slk ...] [--seeds 0,1,2]
@@ -41,6 +44,7 @@ CELLS: dict[str, list[str]] = {
     "slk-tauw10": ["loss=slk", "loss.tau_w=10"],
     "slk-tauw0.5": ["loss=slk", "loss.tau_w=0.5"],
     "slk-detach": ["loss=slk", "loss.detach_weight=true"],
+    "slk-user": ["loss=slk", "loss.seq_threshold=user"],
     "slk-long": ["loss=slk"],
     "sl-long": ["loss=sl"],
 }

@@ -47,6 +47,10 @@ def list_thresholds(scores: Tensor, mask: Tensor, k: int) -> Tensor:
     return ordered.gather(1, place).squeeze(1)
 
 
+#: how SL@K thresholds rows of sequential data (``loss.seq_threshold``)
+SEQ_THRESHOLDS = ("prefix", "user")
+
+
 @LOSSES.register("slk")
 class SoftmaxLossAtK(RecLoss):
     """SL@K: the softmax loss weighted by a smooth top-K indicator of the positive
@@ -67,6 +71,10 @@ class SoftmaxLossAtK(RecLoss):
             in the normaliser (what Theorem 3.2's bound assumes).
         detach_weight: False = the paper's (the weight's gradient flows); True = the weight
             is a constant of each step (an ablation).
+        seq_threshold: sequential data only: "prefix" (default; each row's exact K-th score of
+            its own history prefix, every step) or "user" (one threshold per user from its
+            whole training history, estimated and refreshed as for collaborative filtering:
+            an ablation).
         estimator: name of a threshold estimator (``sampled``, ``exact``, ...) or a dict
             ``{name: ..., **options}``.
         n_negatives: N.
@@ -79,7 +87,7 @@ class SoftmaxLossAtK(RecLoss):
 
     def __init__(self, k: int = 20, tau_d: float = 0.2, tau_w: float = 2.5, t_beta: int = 5,
                  self_term: bool = False, estimator: Any = "sampled", n_negatives: int = 1000,
-                 diagnostics_users: int = 256, detach_weight: bool = False) -> None:
+                 diagnostics_users: int = 256, detach_weight: bool = False, seq_threshold: str = "prefix") -> None:
         super().__init__(n_negatives=n_negatives)
         if k < 1 or tau_d <= 0 or tau_w <= 0 or t_beta < 1:
             raise ConfigError(f"SL@K needs k >= 1, tau_d > 0, tau_w > 0, t_beta >= 1 "
@@ -87,6 +95,9 @@ class SoftmaxLossAtK(RecLoss):
         self.k, self.tau_d, self.tau_w, self.t_beta = int(k), float(tau_d), float(tau_w), int(t_beta)
         self.self_term = bool(self_term)
         self.detach_weight = bool(detach_weight)
+        if seq_threshold not in SEQ_THRESHOLDS:
+            raise ConfigError(f"loss.seq_threshold={seq_threshold!r}: use {' or '.join(SEQ_THRESHOLDS)}")
+        self.seq_threshold = seq_threshold
         self.estimator: ThresholdEstimator = from_spec(estimator)
         self.diagnostics_users = int(diagnostics_users)
         self.refreshing = False
@@ -97,7 +108,7 @@ class SoftmaxLossAtK(RecLoss):
 
     def bind(self, data: TrainData) -> None:
         # sequential data: rows are history prefixes, thresholds are per query (see query_thresholds)
-        self.per_query = data.sequences is not None
+        self.per_query = data.sequences is not None and self.seq_threshold == "prefix"
         self.beta = torch.zeros(data.n_users, device=self.beta.device)
         self.estimator.bind(data)
         self._train_csr = data.train

@@ -180,3 +180,17 @@ def test_slk_detach_weight_keeps_the_value_and_drops_the_weights_gradient():
     term = (0.9 - 0.3) / 0.5
     assert grads[1] == pytest.approx(float(w) * -1 / 0.5, rel=1e-6)  # softmax part only
     assert grads[0] - grads[1] == pytest.approx(float(w * (1 - w)) / 2.0 * term, rel=1e-6)
+
+
+def test_slk_on_sequences_thresholds_by_prefix_unless_asked_per_user(train_data):
+    """Sequential rows take each prefix's exact K-th score by default; loss.seq_threshold=user keeps one
+    refreshed threshold per user instead (an ablation); anything else is a one-line error."""
+    from dataclasses import replace
+
+    data = replace(train_data(3, 10, {0: [1, 2], 1: [3], 2: [4, 5]}), sequences=object())
+    prefix, user = build("slk", k=2), build("slk", k=2, seq_threshold="user")
+    prefix.bind(data)
+    user.bind(data)
+    assert prefix.per_query and not user.per_query and user.beta.shape == (3,)
+    with pytest.raises(ConfigError, match=r"loss.seq_threshold='query': use prefix or user"):
+        build("slk", seq_threshold="query")
