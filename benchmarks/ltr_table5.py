@@ -127,7 +127,8 @@ def per_query(run: RunResult) -> pd.Series:
 
 
 def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl") -> str:
-    tuning = pd.concat([chosen(loss, runs)[1] for loss in losses], ignore_index=True)
+    choices = {loss: chosen(loss, runs) for loss in losses}  # each tuning folder read once
+    tuning = pd.concat([table for _, table in choices.values()], ignore_index=True)
     values: dict[str, dict[tuple[int, int], float]] = {}
     queries: dict[str, pd.Series] = {}
     for loss in losses:
@@ -153,7 +154,7 @@ def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl") -> st
         pvalues.append(p_queries)
         rows.append({"loss": NAMES.get(loss, loss), "runs": ci["n"], METRIC: ci["mean"], "ci_half": ci["ci_half"],
                      "vs_" + baseline: change, "p_runs": p_runs, "p_queries": p_queries,
-                     "setting": " ".join(chosen(loss, runs)[0]), "paper": PAPER.get(loss, "")})
+                     "setting": " ".join(choices[loss][0]), "paper": PAPER.get(loss, "")})
     for row, adjusted in zip(rows, holm(pvalues), strict=True):
         row["p_queries_holm"] = adjusted
     table = pd.DataFrame(rows)
