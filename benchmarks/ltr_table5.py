@@ -4,6 +4,9 @@ Three stages, each resumable (completed runs are kept, so a stage can be spread 
 
 1. ``tune``: every loss tries the same number of settings (:data:`GRIDS`, six each) on fold 1,
    seed 0; the best validation NDCG@5 picks its setting. Only validation queries are looked at.
+   SL@K follows the paper's protocol (as the Table 6 sweepers do): its softmax temperature tau_d is
+   SL's chosen tau (:data:`INHERITS`, so SL is tuned first) and its six trials go to tau_w over the
+   paper's range [0.5, 3].
 2. ``final``: each loss with its chosen setting on every fold and seed (5 x 3 by default).
 3. ``report``: NDCG@5 per loss (mean over the fold x seed runs, 95% t-interval over them), the
    change against SL with a paired t-test over (fold, seed) pairs and a paired Wilcoxon test over
@@ -38,7 +41,7 @@ METRIC = "ndcg@5"
 #: six settings per loss: the same tuning budget for each
 GRIDS: dict[str, dict[str, list]] = {
     "sl": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
-    "slk": {"loss.tau_d": [0.2, 0.5, 1.0], "loss.tau_w": [0.5, 2.5]},
+    "slk": {"loss.tau_w": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]},
     "listnet": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
     "listmle": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
     "ranknet": {"loss.sigma": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]},
@@ -47,6 +50,8 @@ GRIDS: dict[str, dict[str, list]] = {
     "neuralndcg": {"loss.tau": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]},
     "approxndcg": {"loss.alpha": [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]},
 }
+#: a value taken from another loss's chosen setting: loss -> (that loss, its key, this loss's key)
+INHERITS = {"slk": ("sl", "loss.tau", "loss.tau_d")}
 #: fixed per loss (the K of a top-K loss is the metric's)
 FIXED = {"slk": ["loss.k=5"], "lambdalossk": ["loss.k=5"]}
 NAMES = {"sl": "SL", "slk": "SL@5", "listnet": "ListNet", "listmle": "ListMLE", "ranknet": "RankNet",
@@ -71,36 +76,61 @@ def completed(folder: Path) -> list[RunResult]:
     return [r for r in runs if r.status == COMPLETED]
 
 
-def grid_settings(loss: str) -> list[list[str]]:
+def inherited(loss: str, runs: Path) -> list[str]:
+    """The values ``loss`` takes from another loss's chosen setting (SL@K's tau_d = SL's tau)."""
+    if loss not in INHERITS:
+        return []
+    source, key, target = INHERITS[loss]
+    done = {setting_of(r, source) for r in completed(runs / "tune" / source)}
+    if any(tuple(sorted(s)) not in done for s in grid_settings(source, runs)):
+        raise SystemExit(f"{loss} takes {target} from {source}'s tuned {key}: finish {source}'s tuning first "
+                         f"(tune --losses {source} {loss})")
+    value = dict(o.split("=", 1) for o in chosen(source, runs)[0])[key]
+    return [f"{target}={value}"]
+
+
+def grid_settings(loss: str, runs: Path) -> list[list[str]]:
     keys = list(GRIDS[loss])
-    return [[f"{k}={v}" for k, v in zip(keys, values, strict=True)]
+    fixed = inherited(loss, runs)
+    return [[*fixed, *(f"{k}={v}" for k, v in zip(keys, values, strict=True))]
             for values in itertools.product(*(GRIDS[loss][k] for k in keys))]
 
 
 def setting_of(run: RunResult, loss: str) -> tuple[str, ...]:
-    return tuple(sorted(o for o in run.overrides if o.split("=", 1)[0] in GRIDS[loss]))
+    keys = set(GRIDS[loss]) | ({INHERITS[loss][2]} if loss in INHERITS else set())
+    return tuple(sorted(o for o in run.overrides if o.split("=", 1)[0] in keys))
 
 
 def tune(dataset: str, losses: list[str], runs: Path) -> None:
     for loss in losses:
         folder = runs / "tune" / loss
+        try:
+            grid = grid_settings(loss, runs)
+        except SystemExit as why:  # SL@K before SL's tuning is complete: the other losses still run
+            print(why, flush=True)
+            continue
         done = {setting_of(r, loss) for r in completed(folder)}
-        todo = [s for s in grid_settings(loss) if tuple(sorted(s)) not in done]
+        todo = [s for s in grid if tuple(sorted(s)) not in done]
         base = [f"+experiment=ltr/{dataset}", f"loss={loss}", *FIXED.get(loss, []), "dataset.fold=1", "seed=0"]
-        if len(todo) == len(grid_settings(loss)):  # one process sweeps the whole grid
-            bench([*base, *(f"{k}={','.join(map(str, v))}" for k, v in GRIDS[loss].items())], folder / "part0")
+        parts = len(list(folder.glob("part*"))) if folder.exists() else 0
+        if len(todo) == len(grid) and parts == 0:  # one process sweeps the whole grid
+            bench([*base, *inherited(loss, runs), *(f"{k}={','.join(map(str, v))}" for k, v in GRIDS[loss].items())],
+                  folder / "part0")
             continue
         for i, setting in enumerate(todo):
-            bench([*base, *setting], folder / f"part{len(done) + i + 1}")
+            bench([*base, *setting], folder / f"part{parts + i + 1}")
 
 
 def chosen(loss: str, runs: Path) -> tuple[list[str], pd.DataFrame]:
-    """The loss's best tuning setting (by validation NDCG@5) and the whole tuning table."""
+    """The loss's best tuning setting (by validation NDCG@5) and its tuning table; only runs of the
+    current grid count (a grid changed after some runs must not give a loss more trials than another)."""
+    grid = {tuple(sorted(s)) for s in grid_settings(loss, runs)}
     rows = [{"loss": loss, "setting": " ".join(setting_of(r, loss)), "val_" + METRIC: r.best_val,
-             "epoch": r.best.get("epoch")} for r in completed(runs / "tune" / loss)]
+             "epoch": r.best.get("epoch")} for r in completed(runs / "tune" / loss) if setting_of(r, loss) in grid]
     table = pd.DataFrame(rows)
     if table.empty:
-        raise SystemExit(f"{loss}: no finished tuning run under {runs / 'tune' / loss}; run the tune stage")
+        raise SystemExit(f"{loss}: no finished tuning run of its grid under {runs / 'tune' / loss}; "
+                         "run the tune stage")
     best = table.loc[table["val_" + METRIC].idxmax(), "setting"]
     return str(best).split(), table
 

@@ -20,13 +20,37 @@ def script(benchmark_script):
     return benchmark_script("ltr_table5")
 
 
-def test_every_loss_gets_six_settings_and_each_composes(script):
+def test_every_loss_gets_six_settings_and_each_composes(script, tmp_path):
+    runs = tmp_path / "mq2008"
+    for i, setting in enumerate(script.grid_settings("sl", runs)):  # SL's tuning, tau = 2.0 best
+        _run(runs / f"tune/sl/part0/{i}", "sl", setting, 1, 0, val=0.7 if setting == ["loss.tau=2.0"] else 0.6,
+             test=0.0)
     for loss in script.GRIDS:
-        settings = script.grid_settings(loss)
+        settings = script.grid_settings(loss, runs)
         assert len(settings) == 6, loss
-        cfg = compose(["+experiment=ltr/mq2008", f"loss={loss}", *script.FIXED.get(loss, []), *settings[0],
+        cfg = compose(["+experiment=ltr/mq2008", f"loss={loss}", *script.FIXED.get(loss, []), *settings[-1],
                        "output_dir=x"])
         assert cfg.loss.name == loss and cfg.train.monitor == "ndcg@5"
+    # SL@K, the paper's protocol: tau_d is SL's chosen tau, the six trials go to tau_w
+    assert all(s[0] == "loss.tau_d=2.0" for s in script.grid_settings("slk", runs))
+    assert sorted(s[1] for s in script.grid_settings("slk", runs)) == [
+        f"loss.tau_w={w}" for w in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)]
+
+
+def test_slk_waits_for_sl_and_counts_only_its_current_grid(script, tmp_path):
+    runs = tmp_path / "mq2008"
+    _run(runs / "tune/sl/part0/0", "sl", ["loss.tau=0.1"], 1, 0, val=0.60, test=0.0)
+    with pytest.raises(SystemExit, match="finish sl's tuning first"):
+        script.grid_settings("slk", runs)
+    for i, tau in enumerate((0.2, 0.5, 1.0, 2.0, 5.0)):
+        _run(runs / f"tune/sl/part{i + 1}/0", "sl", [f"loss.tau={tau}"], 1, 0, val=0.65 if tau == 0.5 else 0.6,
+             test=0.0)
+    # a run of an earlier grid (another tau_d) scores best but is not one of the six trials
+    _run(runs / "tune/slk/old/0", "slk", ["loss.tau_d=0.2", "loss.tau_w=2.5"], 1, 0, val=0.9, test=0.0)
+    _run(runs / "tune/slk/part1/0", "slk", ["loss.tau_d=0.5", "loss.tau_w=1.5"], 1, 0, val=0.61, test=0.0)
+    _run(runs / "tune/slk/part2/0", "slk", ["loss.tau_d=0.5", "loss.tau_w=3.0"], 1, 0, val=0.63, test=0.0)
+    setting, table = script.chosen("slk", runs)
+    assert setting == ["loss.tau_d=0.5", "loss.tau_w=3.0"] and len(table) == 2
 
 
 def _run(folder: Path, loss: str, setting: list[str], fold: int, seed: int, val: float, test: float,
@@ -46,7 +70,6 @@ def test_the_choice_reads_validation_only_and_the_report_pairs_folds_and_seeds(s
     # tuning: the second SL setting wins on validation although its (unread) test value is the worst
     _run(runs / "tune/sl/part0/0", "sl", ["loss.tau=0.1"], 1, 0, val=0.60, test=0.70)
     _run(runs / "tune/sl/part0/1", "sl", ["loss.tau=0.2"], 1, 0, val=0.65, test=0.50)
-    _run(runs / "tune/slk/part0/0", "slk", ["loss.tau_d=0.2", "loss.tau_w=2.5"], 1, 0, val=0.62, test=0.6)
     assert script.chosen("sl", runs)[0] == ["loss.tau=0.2"]
     sl = {(1, 0): 0.50, (1, 1): 0.52, (2, 0): 0.48}
     slk = {(1, 0): 0.55, (1, 1): 0.56, (2, 0): 0.50}
@@ -54,6 +77,9 @@ def test_the_choice_reads_validation_only_and_the_report_pairs_folds_and_seeds(s
     for loss, values in (("sl", sl), ("slk", slk)):
         for (fold, seed), v in values.items():
             _run(runs / f"final/{loss}/{fold}-{seed}", loss, [], fold, seed, 0.6, v, queries[loss])
+    for tau in (0.5, 1.0, 2.0, 5.0):  # the rest of SL's grid, so that SL@K's tau_d is known
+        _run(runs / f"tune/sl/part{tau}/0", "sl", [f"loss.tau={tau}"], 1, 0, val=0.55, test=0.9)
+    _run(runs / "tune/slk/part0/0", "slk", ["loss.tau_d=0.2", "loss.tau_w=2.5"], 1, 0, val=0.62, test=0.6)
     text = script.report(["sl", "slk"], runs, tmp_path / "out")
     table = {r.split("|")[1].strip(): r for r in text.splitlines()[2:]}
     x, y = np.array([slk[p] for p in sorted(slk)]), np.array([sl[p] for p in sorted(sl)])
