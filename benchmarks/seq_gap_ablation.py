@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.report.stats import t_interval
-from bench.results import COMPLETED, RunResult
+from bench.results import COMPLETED, RunResult, finish_run
 
 BASE = ["task=seq", "model=sasrec", "dataset=ml100k-seq", "trainer.check_val_every_n_epoch=5", "logger=csv"]
 CELLS: dict[str, list[str]] = {
@@ -58,20 +56,8 @@ def epochs_of(cell: str, epochs: int) -> int:
 def run(cells: list[str], seeds: list[int], epochs: int, runs: Path) -> None:
     for seed in seeds:  # seed-major: every cell gets its first seed before any gets a second
         for cell in cells:
-            folder = runs / cell / f"seed{seed}"
-            if (folder / "results.json").exists():
-                res = RunResult.read(folder)
-                if res.status == COMPLETED:
-                    continue
-                if (folder / "checkpoints" / "last.ckpt").exists():
-                    cmd = [sys.executable, "-m", "bench", f"resume={folder}"]
-                    print("+", " ".join(cmd), flush=True)
-                    subprocess.run(cmd, check=False)
-                    continue
-            cmd = [sys.executable, "-m", "bench", *BASE, *CELLS[cell], f"trainer.max_epochs={epochs_of(cell, epochs)}",
-                   f"seed={seed}", f"hydra.run.dir={folder}", "force=true"]
-            print("+", " ".join(cmd), flush=True)
-            subprocess.run(cmd, check=False)
+            finish_run(runs / cell / f"seed{seed}",
+                       [*BASE, *CELLS[cell], f"trainer.max_epochs={epochs_of(cell, epochs)}", f"seed={seed}"])
 
 
 def validation_at(res: RunResult, epoch: int) -> float:

@@ -1,0 +1,202 @@
+"""The SL@K paper's Table 6: SASRec with BCE, SL and SL@20 on Amazon Games and Beauty, full ranking.
+
+Three stages, each resumable run by run (a stage is rerun until it is done, across sessions):
+
+1. ``tune``: SL's tau, then SL@20's tau_w with tau_d = SL's chosen tau (the paper's protocol), each
+   over the six values of its Table 6 sweeper (``conf/hydra/sweeper/seq_search_sl|slk.yaml``, read
+   from there), one run per value on the tuning seed, which none of the reported runs uses (so the
+   chosen run's luck does not enter the test numbers). Validation NDCG@20 picks the value; test
+   metrics are never read. BCE has nothing to tune. This is what the sweepers do with Optuna's grid
+   sampler, as separate runs that resume where they stopped: a six-run sweep of a Games model takes
+   longer than one sitting on CPU cores.
+2. ``final``: BCE, SL and SL@20 with the chosen values, seeds 0, 1, 2 by default.
+3. ``report``: per data set, Hit@20 and NDCG@20 (mean ± 95% t-interval over seeds), each loss
+   against SL (relative change, paired t-test over seeds, Wilcoxon over users of seed-averaged
+   NDCG@20, Holm over the comparisons), the biased sampled protocol (the test item among 100
+   sampled items: Hit@10 / NDCG@10, as SASRec's paper reported) and the paper's numbers.
+
+    BENCH_DATA_DIR=../shared/data python benchmarks/seq_table6.py tune|final|report
+        [--datasets games beauty] [--seeds 0,1,2] [--runs /tmp/table6] [--out benchmarks/results/seq/table6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from bench.app import CONFIG_DIR
+from bench.report.runs import RunRecord, from_directories
+from bench.report.stats import compare, holm, interval
+from bench.results import COMPLETED, RunResult, finish_run
+
+LOSSES = ("bce", "sl", "slk")
+NAMES = {"bce": "BCE", "sl": "SL", "slk": "SL@20"}
+#: the loss whose tuned value another takes: SL@20's tau_d is SL's tau
+INHERITS = {"slk": ("sl", "loss.tau", "loss.tau_d")}
+TUNE_SEED = 100
+METRIC = "ndcg@20"
+
+
+def grid(loss: str) -> tuple[str, list[str]]:
+    """(key, values) of the loss's Table 6 sweeper: the one place the six values are written."""
+    path = Path(CONFIG_DIR) / "hydra" / "sweeper" / f"seq_search_{loss}.yaml"
+    ((key, spec),) = yaml.safe_load(path.read_text())["params"].items()
+    if not (spec.startswith("choice(") and spec.endswith(")")):
+        raise SystemExit(f"{path}: expected one `key: choice(...)` parameter, got {key}: {spec}")
+    return key, [v.strip() for v in spec[len("choice("):-1].split(",")]
+
+
+def experiment(dataset: str, loss: str) -> list[str]:
+    return [f"+experiment=seq/table6_{dataset}", f"loss={loss}"]
+
+
+def tuned_folder(runs: Path, dataset: str, loss: str, setting: list[str]) -> Path:
+    return runs / dataset / "tune" / loss / "_".join(s.replace("loss.", "") for s in setting)
+
+
+def settings(runs: Path, dataset: str, loss: str) -> list[list[str]]:
+    """The loss's trials: its grid, plus what it inherits (raises SystemExit until that is tuned)."""
+    if loss == "bce":
+        return []
+    key, values = grid(loss)
+    fixed = []
+    if loss in INHERITS:
+        source, source_key, target = INHERITS[loss]
+        value = dict(s.split("=", 1) for s in chosen(runs, dataset, source)[0])[source_key]
+        fixed = [f"{target}={value}"]
+    return [[*fixed, f"{key}={v}"] for v in values]
+
+
+def chosen(runs: Path, dataset: str, loss: str) -> tuple[list[str], pd.DataFrame]:
+    """The loss's setting with the best validation NDCG@20 over its whole grid, and the grid's table."""
+    if loss == "bce":
+        return [], pd.DataFrame()
+    rows, missing = [], []
+    for setting in settings(runs, dataset, loss):
+        folder = tuned_folder(runs, dataset, loss, setting)
+        res = RunResult.read(folder) if (folder / "results.json").exists() else None
+        if res is None or res.status != COMPLETED:
+            missing.append(" ".join(setting))
+            continue
+        rows.append({"dataset": dataset, "loss": loss, "setting": " ".join(setting),
+                     "val_" + METRIC: res.best["val"][METRIC], "best_epoch": res.best.get("epoch")})
+    if missing:
+        raise SystemExit(f"{dataset} {loss}: tuning not finished ({len(missing)} of 6 left: {'; '.join(missing)}); "
+                         "run the tune stage")
+    table = pd.DataFrame(rows)
+    return str(table.loc[table["val_" + METRIC].idxmax(), "setting"]).split(), table
+
+
+def tune(runs: Path, datasets: list[str]) -> None:
+    for dataset in datasets:
+        for loss in ("sl", "slk"):  # SL first: SL@20 takes its tau_d
+            try:
+                trials = settings(runs, dataset, loss)
+            except SystemExit as why:
+                print(why, flush=True)
+                continue
+            for setting in trials:
+                finish_run(tuned_folder(runs, dataset, loss, setting),
+                           [*experiment(dataset, loss), *setting, f"seed={TUNE_SEED}", "logger=csv"])
+
+
+def final(runs: Path, datasets: list[str], seeds: list[int]) -> None:
+    for seed in seeds:  # seed-major: every loss gets its first seed before any gets a second
+        for dataset in datasets:
+            for loss in LOSSES:
+                try:
+                    setting = chosen(runs, dataset, loss)[0]
+                except SystemExit as why:
+                    print(why, flush=True)
+                    continue
+                finish_run(runs / dataset / "final" / loss / f"seed{seed}",
+                           [*experiment(dataset, loss), *setting, f"seed={seed}", "logger=csv"])
+
+
+def report(runs: Path, datasets: list[str], out: Path) -> str:
+    rows: list[dict] = []
+    for dataset in datasets:
+        records, _ = from_directories([runs / dataset / "final"])
+        by_loss: dict[str, list[RunRecord]] = {}
+        for r in records:
+            by_loss.setdefault(r.loss, []).append(r)
+        base = by_loss.get("sl", [])
+        for loss in LOSSES:
+            runs_of = by_loss.get(loss, [])
+            if not runs_of:
+                continue
+            try:
+                setting = " ".join(chosen(runs, dataset, loss)[0]) or "-"
+            except SystemExit:
+                setting = "?"
+            row: dict = {"dataset": dataset, "loss": NAMES[loss], "seeds": len(runs_of), "setting": setting}
+            for m in ("hit@20", "ndcg@20"):
+                ci = interval(runs_of, m)
+                row[m], row[m + "_ci"] = ci["mean"], ci["ci_half"]
+                row["paper_" + m] = runs_of[0].paper.get(m, math.nan)
+            for m in ("hit@10", "ndcg@10"):
+                values = [r.sampled[m] for r in runs_of if m in r.sampled]
+                row["sampled_" + m] = sum(values) / len(values) if values else math.nan
+            row["vs_sl"] = row["p_seeds"] = row["p_users"] = math.nan
+            if loss != "sl" and base:
+                c = compare(runs_of, base, METRIC)
+                row["vs_sl"], row["p_seeds"], row["p_users"] = c.rel_change, c.p_seed_t, c.p_user_wilcoxon
+            rows.append(row)
+    compared = [i for i, r in enumerate(rows) if not math.isnan(r["p_users"])]
+    adjusted = holm([rows[i]["p_users"] for i in compared])
+    for r in rows:
+        r["p_users_holm"] = math.nan
+    for i, p in zip(compared, adjusted, strict=True):
+        rows[i]["p_users_holm"] = p
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out / "summary.csv", index=False)
+    tables = []
+    for dataset in datasets:
+        for loss in ("sl", "slk"):
+            try:
+                tables.append(chosen(runs, dataset, loss)[1])
+            except SystemExit:
+                pass
+    if tables:
+        pd.concat(tables, ignore_index=True).to_csv(out / "tuning.csv", index=False)
+
+    def num(x: float, fmt: str) -> str:
+        return "" if math.isnan(x) else format(x, fmt)
+
+    lines = ["| data | loss | seeds | Hit@20 | NDCG@20 | NDCG@20 vs SL | p (seeds) | p (users, Holm) | "
+             "paper Hit@20 / NDCG@20 | sampled-100 Hit@10 / NDCG@10 (biased) | setting |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['dataset']} | {r['loss']} | {r['seeds']} | {r['hit@20']:.4f} ± {r['hit@20_ci']:.4f} | "
+            f"{r['ndcg@20']:.4f} ± {r['ndcg@20_ci']:.4f} | {num(r['vs_sl'], '+.1%')} | {num(r['p_seeds'], '.2g')} | "
+            f"{num(r['p_users_holm'], '.2g')} | {num(r['paper_hit@20'], '.4f')} / {num(r['paper_ndcg@20'], '.4f')} | "
+            f"{num(r['sampled_hit@10'], '.4f')} / {num(r['sampled_ndcg@10'], '.4f')} | {r['setting']} |")
+    text = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=["tune", "final", "report"])
+    parser.add_argument("--datasets", nargs="*", default=["games", "beauty"], choices=["games", "beauty"])
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--runs", type=Path, default=Path("table6-runs"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/seq/table6"))
+    args = parser.parse_args()
+    if args.stage == "tune":
+        tune(args.runs, args.datasets)
+    elif args.stage == "final":
+        final(args.runs, args.datasets, [int(s) for s in args.seeds.split(",")])
+    else:
+        print(report(args.runs, args.datasets, args.out), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
