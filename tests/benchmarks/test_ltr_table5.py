@@ -27,14 +27,16 @@ def test_every_loss_gets_six_settings_and_each_composes(script, tmp_path):
              test=0.0)
     for loss in script.GRIDS:
         settings = script.grid_settings(loss, runs)
-        assert len(settings) == 6, loss
+        assert len(settings) == (12 if loss == "slk" else 6), loss
         cfg = compose(["+experiment=ltr/mq2008", f"loss={loss}", *script.FIXED.get(loss, []), *settings[-1],
                        "output_dir=x"])
         assert cfg.loss.name == loss and cfg.train.monitor == "ndcg@5"
-    # SL@K, the paper's protocol: tau_d is SL's chosen tau, the six trials go to tau_w
-    assert all(s[0] == "loss.tau_d=2.0" for s in script.grid_settings("slk", runs))
-    assert sorted(s[1] for s in script.grid_settings("slk", runs)) == [
-        f"loss.tau_w={w}" for w in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)]
+    # SL@K, the paper's protocol (tau_d is SL's chosen tau, six trials over tau_w), then a tau_d x tau_w grid
+    paper, grid = script.grid_settings("slk", runs)[:6], script.grid_settings("slk", runs)[6:]
+    assert all(s[0] == "loss.tau_d=2.0" for s in paper)
+    assert sorted(s[1] for s in paper) == [f"loss.tau_w={w}" for w in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)]
+    assert len({tuple(s) for s in grid}) == 6 and {s[0] for s in grid} == {"loss.tau_d=0.2", "loss.tau_d=0.5",
+                                                                            "loss.tau_d=1.0"}
 
 
 def test_slk_waits_for_sl_and_counts_only_its_current_grid(script, tmp_path):
@@ -45,12 +47,13 @@ def test_slk_waits_for_sl_and_counts_only_its_current_grid(script, tmp_path):
     for i, tau in enumerate((0.2, 0.5, 1.0, 2.0, 5.0)):
         _run(runs / f"tune/sl/part{i + 1}/0", "sl", [f"loss.tau={tau}"], 1, 0, val=0.65 if tau == 0.5 else 0.6,
              test=0.0)
-    # a run of an earlier grid (another tau_d) scores best but is not one of the six trials
-    _run(runs / "tune/slk/old/0", "slk", ["loss.tau_d=0.2", "loss.tau_w=2.5"], 1, 0, val=0.9, test=0.0)
+    # a run outside both grids (tau_w 10) scores best but is not one of the trials
+    _run(runs / "tune/slk/old/0", "slk", ["loss.tau_d=0.2", "loss.tau_w=10"], 1, 0, val=0.9, test=0.0)
     _run(runs / "tune/slk/part1/0", "slk", ["loss.tau_d=0.5", "loss.tau_w=1.5"], 1, 0, val=0.61, test=0.0)
     _run(runs / "tune/slk/part2/0", "slk", ["loss.tau_d=0.5", "loss.tau_w=3.0"], 1, 0, val=0.63, test=0.0)
+    _run(runs / "tune/slk/part3/0", "slk", ["loss.tau_d=1.0", "loss.tau_w=2.5"], 1, 0, val=0.62, test=0.0)
     setting, table = script.chosen("slk", runs)
-    assert setting == ["loss.tau_d=0.5", "loss.tau_w=3.0"] and len(table) == 2
+    assert setting == ["loss.tau_d=0.5", "loss.tau_w=3.0"] and len(table) == 3
 
 
 def _run(folder: Path, loss: str, setting: list[str], fold: int, seed: int, val: float, test: float,
