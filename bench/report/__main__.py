@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read finished training runs from W&B instead")
     parser.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                         help="W&B run filter, e.g. config.dataset.name=health (repeatable)")
-    parser.add_argument("--metrics", nargs="+", default=["recall@20", "ndcg@20"])
+    parser.add_argument("--metrics", nargs="+", default=["recall@20", "ndcg@20"],
+                        help="test metrics; edge:<metric> for link prediction's per-edge protocol (edge:mrr), "
+                             "sampled:<metric> for the biased sampled protocol (sampled:hit@10)")
     parser.add_argument("--baseline", help="row (loss name, or loss plus variant) to compare the others with")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the marks")

@@ -51,8 +51,21 @@ class Comparison:
     p_user_wilcoxon: float
 
 
+#: metric-name prefixes that read a run's other metric families instead of its per-user test means:
+#: ``edge:mrr`` (link prediction's per-edge protocol), ``sampled:hit@10`` (the biased sampled protocol)
+METRIC_FAMILIES = {"edge:": "per_edge", "sampled:": "sampled"}
+
+
+def metric_value(run: RunRecord, metric: str) -> float | None:
+    """The run's value of ``metric`` (``ndcg@20``, or a :data:`METRIC_FAMILIES` name), None if absent."""
+    for prefix, family in METRIC_FAMILIES.items():
+        if metric.startswith(prefix):
+            return getattr(run, family).get(metric[len(prefix):])
+    return run.test.get(metric)
+
+
 def seed_values(runs: list[RunRecord], metric: str) -> dict[int, float]:
-    return {r.seed: r.test[metric] for r in runs if metric in r.test}
+    return {r.seed: v for r in runs if (v := metric_value(r, metric)) is not None}
 
 
 def interval(runs: list[RunRecord], metric: str, confidence: float = 0.95) -> dict[str, float]:

@@ -214,3 +214,23 @@ def test_wandb_rows_take_their_variant_from_the_group(tmp_path):
     table = make_report(records, ["ndcg@20"]).table
     assert sorted(table["row"]) == ["sl", "sl loss.tau=-0.1"]
     assert _row(table, "sl loss.tau=-0.1")["mean"] == pytest.approx(0.125)
+
+
+def test_per_edge_and_sampled_metrics_are_reported_by_prefix(tmp_path):
+    edge_mrr = {"sl": [0.20, 0.22, 0.21], "slk": [0.23, 0.26, 0.24]}
+    for loss, values in edge_mrr.items():
+        for seed, v in enumerate(values):
+            d = write_run(tmp_path / "sweep", loss, seed, SEEDS[loss][seed])
+            res = pd.read_json(d / "results.json", typ="series").to_dict()
+            res["per_edge"] = {"mrr": v, "hit@20": 2 * v, "edges": 500}
+            res["sampled"] = {"negatives": 100, "hit@10": 3 * v}
+            write_json(d / "results.json", res)
+    records, _ = from_directories([tmp_path / "sweep"])
+    t = make_report(records, ["ndcg@20", "edge:mrr", "sampled:hit@10"], baseline="sl").table
+    slk = _row(t, "slk", "edge:mrr")
+    assert slk["mean"] == pytest.approx(0.73 / 3) and _row(t, "sl", "edge:mrr")["mean"] == pytest.approx(0.21)
+    assert slk["rel_change"] == pytest.approx(0.73 / 3 / 0.21 - 1)
+    assert slk["p_seed_t"] == pytest.approx(stats.ttest_rel(edge_mrr["slk"], edge_mrr["sl"]).pvalue)
+    assert slk["n_users"] == 0 and math.isnan(slk["p_user_t"])  # no per-user vector for per-edge metrics
+    assert _row(t, "slk", "sampled:hit@10")["mean"] == pytest.approx(0.73)
+    assert _row(t, "slk", "ndcg@20")["mean"] == pytest.approx(0.14)  # the plain metric is unchanged
