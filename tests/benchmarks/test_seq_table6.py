@@ -73,13 +73,18 @@ def test_finish_run_keeps_resumes_or_starts(tmp_path, monkeypatch):
     cmds = []
     monkeypatch.setattr(subprocess, "run", lambda cmd, check: cmds.append(cmd))
     done = tmp_path / "done"
-    RunResult(status=COMPLETED, config={}).write(done)
-    assert finish_run(done, ["loss=sl"]) == "kept" and cmds == []
+    recorded = ["loss=sl", "seed=1", f"hydra.run.dir={done}", "force=true"]
+    RunResult(status=COMPLETED, config={}, overrides=recorded).write(done)
+    assert finish_run(done, ["seed=1", "loss=sl"]) == "kept" and cmds == []
     stopped = tmp_path / "stopped"
+    RunResult(status="running", config={}, overrides=["loss=sl", "seed=1"]).write(stopped)
     (stopped / "checkpoints").mkdir(parents=True)
     (stopped / "checkpoints" / "last.ckpt").write_bytes(b"")
-    assert finish_run(stopped, ["loss=sl"]) == "resumed"
+    assert finish_run(stopped, ["loss=sl", "seed=1"]) == "resumed"
     assert cmds[-1] == [sys.executable, "-m", "bench", f"resume={stopped}"]
+    # a folder holding a run of other overrides (a changed grid): replaced, not resumed or kept
+    assert finish_run(stopped, ["loss=sl", "seed=2"]) == "started"
+    assert finish_run(done, ["loss=sl", "seed=2"]) == "started"
     assert finish_run(tmp_path / "new", ["loss=sl", "seed=1"]) == "started"
     assert cmds[-1][3:] == ["loss=sl", "seed=1", f"hydra.run.dir={tmp_path / 'new'}", "force=true"]
 
