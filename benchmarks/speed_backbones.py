@@ -1,8 +1,9 @@
 """Training-step time of the backbones on the same batches.
 
 (1) LightGCN (2 layers) and XSimGCL vs MF on a CF data set (default Gowalla), SL with
-    N = 1000 negatives, the same pre-sampled batches; (2) one SASRec epoch on a
-    timestamped data set (default ml100k-seq).
+    N = 1000 negatives, the same pre-sampled batches; (2) SASRec's dropout, PyTorch's CPU
+    kernel against the uniform-mask one SASRec uses, forward and backward on one attention-sized
+    tensor; (3) one SASRec epoch on a timestamped data set (default ml100k-seq).
 
     BENCH_DATA_DIR=../shared/data python benchmarks/speed_backbones.py [--dataset gowalla] [--steps 10]
 """
@@ -23,6 +24,7 @@ from bench.app import compose
 from bench.datasets import IRBenchmark, load_dataset, split_validation
 from bench.losses import build as build_loss
 from bench.models import MODELS
+from bench.models.sasrec import UniformMaskDropout
 from bench.sampling import negatives_generator
 from bench.step import optimise
 from bench.tasks import RankingDataModule, RankingModule
@@ -71,6 +73,22 @@ def main() -> None:
         print("| backbone | ms / step | relative to MF | projected epoch (s) |\n|---|---|---|---|")
         for name, t in times.items():
             print(f"| {name} | {1000 * t:.0f} | {t / times['mf']:.2f}x | {t * steps_per_epoch:.0f} |")
+
+    # SASRec's dropout: 128 users x 50 positions x 50, as on Amazon Games -----------------------
+    x = torch.randn(128, 50, 50, requires_grad=True)
+    native, uniform = torch.nn.Dropout(0.5), UniformMaskDropout(0.5)
+
+    def per_call(drop: torch.nn.Module, n: int = 50) -> float:
+        drop(x).sum().backward()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            drop(x).sum().backward()
+        return 1000 * (time.perf_counter() - t0) / n
+
+    t_native = statistics.median(per_call(native) for _ in range(args.rounds))
+    t_uniform = statistics.median(per_call(uniform) for _ in range(args.rounds))
+    print(f"\nSASRec dropout on 128 x 50 x 50, forward + backward: nn.Dropout {t_native:.2f} ms, "
+          f"UniformMaskDropout {t_uniform:.2f} ms ({t_native / t_uniform:.1f}x)")
 
     # SASRec: one real epoch through the pipeline ------------------------------------------
     cfg = compose(["task=seq", "model=sasrec", f"dataset={args.seq_dataset}", "loss=sl", "logger=none",

