@@ -119,20 +119,25 @@ def final(runs: Path, datasets: list[str], seeds: list[int]) -> None:
 
 def report(runs: Path, datasets: list[str], out: Path) -> str:
     rows: list[dict] = []
+    tables: list[pd.DataFrame] = []
     for dataset in datasets:
         records, _ = from_directories([runs / dataset / "final"])
         by_loss: dict[str, list[RunRecord]] = {}
         for r in records:
             by_loss.setdefault(r.loss, []).append(r)
         base = by_loss.get("sl", [])
+        choices = {}  # each loss's tuning folder read once, for its row and for tuning.csv
+        for loss in LOSSES:
+            try:
+                choices[loss] = chosen(runs, dataset, loss)
+            except SystemExit:
+                pass
+        tables += [choices[loss][1] for loss in ("sl", "slk") if loss in choices]
         for loss in LOSSES:
             runs_of = by_loss.get(loss, [])
             if not runs_of:
                 continue
-            try:
-                setting = " ".join(chosen(runs, dataset, loss)[0]) or "-"
-            except SystemExit:
-                setting = "?"
+            setting = (" ".join(choices[loss][0]) or "-") if loss in choices else "?"
             row: dict = {"dataset": dataset, "loss": NAMES[loss], "seeds": len(runs_of), "setting": setting}
             for m in ("hit@20", "ndcg@20"):
                 ci = interval(runs_of, m)
@@ -146,21 +151,10 @@ def report(runs: Path, datasets: list[str], out: Path) -> str:
                 c = compare(runs_of, base, METRIC)
                 row["vs_sl"], row["p_seeds"], row["p_users"] = c.rel_change, c.p_seed_t, c.p_user_wilcoxon
             rows.append(row)
-    compared = [i for i, r in enumerate(rows) if not math.isnan(r["p_users"])]
-    adjusted = holm([rows[i]["p_users"] for i in compared])
-    for r in rows:
-        r["p_users_holm"] = math.nan
-    for i, p in zip(compared, adjusted, strict=True):
-        rows[i]["p_users_holm"] = p
+    for r, p in zip(rows, holm([r["p_users"] for r in rows]), strict=True):  # NaNs stay out of the family
+        r["p_users_holm"] = p
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(out / "summary.csv", index=False)
-    tables = []
-    for dataset in datasets:
-        for loss in ("sl", "slk"):
-            try:
-                tables.append(chosen(runs, dataset, loss)[1])
-            except SystemExit:
-                pass
     if tables:
         pd.concat(tables, ignore_index=True).to_csv(out / "tuning.csv", index=False)
 

@@ -236,7 +236,6 @@ class LtrDataModule(EvaluatedDataModule):
                           batch_size=None)
 
 
-
 def list_form_losses() -> list[str]:
     """Registered losses that train on graded lists (``task=ltr``)."""
     return [name for name in LOSSES.names() if has_list_form(cast(type, LOSSES.get(name)))]
