@@ -4,10 +4,17 @@ Runs ``python -m bench ... -m seed=0,1,2,3,4`` per cell (the paper's settings), 
 seed summary and prints ours (mean ± 95% CI) next to the paper, with the relative gap.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/reproduce_paper.py [--cells health-mf-sl ...]
-        [--seeds 0,1,2,3,4] [--epochs 200] [--negatives per_pair|shared|shared/G] [--out benchmarks/results/reproduce]
+        [--seeds 0,1,2,3,4] [--epochs 200] [--negatives per_pair|shared|shared/G] [--out RUNS_DIR]
+        [--ledger benchmarks/results/reproduce] [--baseline CELL] [--report-only]
 
 Seeds a cell already has are not rerun (each call sweeps the missing ones into its own folder
-under the cell's), so a long reproduction can be spread over several sessions.
+under the cell's), so a long reproduction can be spread over several sessions. Every finished
+seed is also written to the cell's ledger (``--ledger``, default ``benchmarks/results/reproduce``:
+``<cell>/runs.csv``, one row per seed with its setting, data digest, commit and test metrics;
+:mod:`bench.results.ledger`), which is committed: seeds run on another machine, whose run folders
+are gone, still count, and the cell's summary (``summary.csv``, ``vs_paper.md``) pools every seed
+the ledger holds. ``--baseline CELL`` adds each cell's paired comparison with that cell (seed-paired
+over the ledgers' common seeds, and per user where both cells' run folders are here).
 
 A cell passes when the mean is within ``--tolerance`` (3% relative) of the paper.
 
@@ -24,13 +31,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from bench.app import CONFIG_DIR, compose
-from bench.errors import ConfigError
+from bench.errors import BenchError, ConfigError
 from bench.report.checkpoints import retest
-from bench.report.summary import summarize
-from bench.results import COMPLETED, find_runs
+from bench.report.runs import from_results
+from bench.report.stats import compare, paired_seed_test, t_interval
+from bench.results import COMPLETED, RunResult, find_runs
+from bench.results.ledger import LEDGER_FILE, ledger_row, ledger_values, read_ledger, update_ledger
 from bench.step import negatives_overrides
 
 
@@ -94,11 +104,14 @@ def cell_dir(out: Path, name: str, mode: str) -> Path:
     return out / (name if mode == "per_pair" else f"{name}-{mode.replace('/', '-g')}")
 
 
-def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path, mode: str = "per_pair") -> Path:
+def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path, mode: str = "per_pair",
+             skip: frozenset[int] = frozenset()) -> Path:
+    """Sweep the seeds of ``seeds`` the cell has neither completed under ``out`` nor in ``skip``
+    (the ledger's) into a folder of their own under the cell's."""
     sweep_dir = cell_dir(out, name, mode)
     done, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
     wanted = {int(s) for s in seeds.split(",")}
-    todo = sorted(wanted - {r.seed for r in done if r.status == COMPLETED})
+    todo = sorted(wanted - {r.seed for r in done if r.status == COMPLETED} - skip)
     if not todo:
         return sweep_dir
     part = sweep_dir / ("seeds-" + "-".join(map(str, todo)))
@@ -111,18 +124,56 @@ def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path
     return sweep_dir
 
 
-def reference_protocol(sweep_dir: Path, metrics: list[str]) -> dict[str, float]:
-    """Mean test metrics of the sweep's best checkpoints tested as the reference code tests
-    (``eval.test_masks_valid=false``: only training items masked)."""
-    values: dict[str, list[float]] = {m: [] for m in metrics}
-    runs, _ = find_runs([sweep_dir])
-    for res in runs:
-        if res.status != COMPLETED:
+def record_runs(sweep_dir: Path, ledger: Path, metrics: list[str]) -> list[dict[str, object]]:
+    """Write the cell's completed local runs into its ledger, each with the paper metrics of its
+    best checkpoint tested as the reference code tests (``ref/<metric>``: ``eval.test_masks_valid=false``,
+    only training items masked); returns every row the ledger then holds.
+
+    A run the ledger already holds (same seed, same finish time) is not tested again."""
+    held = {(int(r["seed"]), str(r.get("finished_at", ""))): r for r in read_ledger(ledger)}  # type: ignore[call-overload]
+    runs, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
+    new = []
+    for res in sorted((r for r in runs if r.status == COMPLETED), key=lambda r: (r.seed, r.finished_at or "")):
+        if (res.seed, res.finished_at or "") in held:
             continue
         _, per_user, _ = retest(res, ["eval.test_masks_valid=false"])
-        for m in metrics:
-            values[m].append(float(per_user[m].mean()))
-    return {m: float(np.mean(v)) if v else float("nan") for m, v in values.items()}
+        new.append(ledger_row(res, {f"ref/{m}": float(per_user[m].mean()) for m in metrics}))
+    return update_ledger(ledger, new) if new else read_ledger(ledger)
+
+
+def write_summary(rows: list[dict[str, object]], cell: str, ledger_dir: Path) -> pd.DataFrame:
+    """``summary.csv``: mean, std and 95% t-interval over the ledger's seeds of every test metric."""
+    metrics = [c.split("/", 1)[1] for c in rows[0] if str(c).startswith("test/")] if rows else []
+    table = []
+    for m in metrics:
+        values = ledger_values(rows, f"test/{m}")
+        table.append({"cell": cell, "metric": m, **t_interval(values.values()),
+                      "seeds": ",".join(map(str, sorted(values)))})
+    frame = pd.DataFrame(table)
+    frame.to_csv(ledger_dir / "summary.csv", index=False)
+    return frame
+
+
+def paired_rows(name: str, rows: list[dict[str, object]], base_name: str, base_rows: list[dict[str, object]],
+                local: dict[str, list[RunResult]], metrics: list[str]) -> list[str]:
+    """Markdown rows of ``name`` against ``base_name``: relative change of the means, the paired
+    difference over common seeds with its 95% t-interval and p, and per-user paired tests (t and
+    Wilcoxon, users' metric averaged over the common seeds) where both cells' run folders are here."""
+    out = []
+    for m in metrics:
+        a, b = ledger_values(rows, f"test/{m}"), ledger_values(base_rows, f"test/{m}")
+        seeds, p_seed = paired_seed_test(a, b)
+        diff = t_interval([a[s] - b[s] for s in seeds])
+        rel = (np.mean(list(a.values())) - np.mean(list(b.values()))) / np.mean(list(b.values()))
+        users = "—"
+        recs, _ = from_results(r for r in local.get(name, []) if r.seed in seeds)
+        base_recs, _ = from_results(r for r in local.get(base_name, []) if r.seed in seeds)
+        if seeds and len(recs) == len(base_recs) == len(seeds):
+            c = compare(recs, base_recs, m)
+            users = f"{c.n_users} users: t {c.p_user_t:.2g}, Wilcoxon {c.p_user_wilcoxon:.2g}"
+        out.append(f"| {name} vs {base_name} | {m} | {rel:+.1%} | {diff['mean']:+.4f} "
+                   f"[{diff['ci_low']:+.4f}, {diff['ci_high']:+.4f}] | {len(seeds)} | {p_seed:.2g} | {users} |")
+    return out
 
 
 def main() -> int:
@@ -133,8 +184,12 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--tolerance", type=float, default=0.03)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/reproduce"))
-    parser.add_argument("--report-only", action="store_true", help="only summarise existing runs")
+    parser.add_argument("--out", type=Path, default=Path("multirun/reproduce"), help="where run folders go")
+    parser.add_argument("--ledger", type=Path, default=Path("benchmarks/results/reproduce"),
+                        help="where each cell's ledger and summary go (<cell>/runs.csv, summary.csv, vs_paper.md)")
+    parser.add_argument("--baseline", choices=list(CELLS), metavar="CELL",
+                        help="compare every other cell with this one (paired over seeds, and over users)")
+    parser.add_argument("--report-only", action="store_true", help="only summarise existing runs and ledgers")
     parser.add_argument("--negatives", default="per_pair",
                         help="per_pair (the paper's), shared (one draw per batch) or shared/G (one per group of "
                              "ceil(B / G) rows); shared modes train with fused Adam")
@@ -146,34 +201,56 @@ def main() -> int:
 
     rows = []
     ok = True
-    for name in args.cells:
+    ledgers: dict[str, list[dict[str, object]]] = {}
+    local: dict[str, list[RunResult]] = {}
+    cells = args.cells + ([args.baseline] if args.baseline and args.baseline not in args.cells else [])
+    for name in cells:
         overrides, paper = CELLS[name]
         paper = paper or dict(compose([*overrides, "output_dir=unused"]).paper)
         sweep_dir = cell_dir(args.out, name, args.negatives)
-        if not args.report_only:
-            run_cell(name, overrides, args.seeds, args.epochs, args.out, args.negatives)
-        runs, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
-        summary, _ = summarize(runs)
-        if not len(summary):
-            print(f"{name}: no completed runs in {sweep_dir}")
+        ledger_dir = cell_dir(args.ledger, name, args.negatives)
+        try:
+            held = frozenset(int(r["seed"]) for r in read_ledger(ledger_dir / LEDGER_FILE))  # type: ignore[call-overload]
+            if not args.report_only:
+                run_cell(name, overrides, args.seeds, args.epochs, args.out, args.negatives, held)
+            cell_rows = record_runs(sweep_dir, ledger_dir / LEDGER_FILE, list(paper))
+        except BenchError as err:
+            print(f"{name}: {err}")
             ok = False
             continue
-        summary = summary.set_index("metric")
-        ref_protocol = reference_protocol(sweep_dir, list(paper))
+        ledgers[name] = cell_rows
+        local[name] = [r for r in (find_runs([sweep_dir])[0] if sweep_dir.exists() else []) if r.status == COMPLETED]
+        if not cell_rows:
+            print(f"{name}: no completed runs in {sweep_dir} and no ledger rows in {ledger_dir / LEDGER_FILE}")
+            ok = False
+            continue
+        write_summary(cell_rows, name, ledger_dir)
+        cell_lines = []
         for metric, ref in paper.items():
-            r = summary.loc[metric]
+            r = t_interval(ledger_values(cell_rows, f"test/{metric}").values())
             rel = (r["mean"] - ref) / ref
             passed = abs(rel) <= args.tolerance
             ok &= passed
-            alt = ref_protocol[metric]
-            rows.append(f"| {name} | {metric} | {r['mean']:.4f} ± {r['ci_half']:.4f} (n={int(r['n'])}) | "
-                        f"{ref:.4f} | {rel:+.1%} | {'yes' if passed else 'NO'} | "
-                        f"{alt:.4f} ({(alt - ref) / ref:+.1%}) |")
-    print(f"\n| cell | metric | ours (mean ± 95% CI) | paper | relative gap | within {args.tolerance:.0%} "
-          "| ours, reference-code test protocol (gap) |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+            alt = float(np.mean(list(ledger_values(cell_rows, f"ref/{metric}").values()) or [np.nan]))
+            ours = f"{r['mean']:.4f} ± {r['ci_half']:.4f}" if r["n"] > 1 else f"{r['mean']:.4f}"
+            cell_lines.append(f"| {name} | {metric} | {ours} (n={int(r['n'])}) | "
+                              f"{ref:.4f} | {rel:+.1%} | {'yes' if passed else 'NO'} | "
+                              f"{alt:.4f} ({(alt - ref) / ref:+.1%}) |")
+        (ledger_dir / "vs_paper.md").write_text(header(args.tolerance) + "\n".join(cell_lines) + "\n")
+        rows += cell_lines
+    print("\n" + header(args.tolerance) + "\n".join(rows))
+    if args.baseline in ledgers:
+        comparisons = [line for name in args.cells if name != args.baseline and name in ledgers
+                       for line in paired_rows(name, ledgers[name], args.baseline, ledgers[args.baseline], local,
+                                               list(CELLS[args.baseline][1] or ["recall@20", "ndcg@20"]))]
+        print("\n| cell | metric | relative change of means | paired difference [95% CI] | seeds | p (seeds) "
+              "| p (users) |\n|---|---|---|---|---|---|---|\n" + "\n".join(comparisons))
     return 0 if ok else 1
+
+
+def header(tolerance: float) -> str:
+    return (f"| cell | metric | ours (mean ± 95% CI) | paper | relative gap | within {tolerance:.0%} "
+            "| ours, reference-code test protocol (gap) |\n|---|---|---|---|---|---|---|\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,97 @@
+"""The run ledger: rows keyed by seed, one setting and one data version per ledger, and errors
+that name the file, the line and the fix."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.errors import BenchError
+from bench.results import COMPLETED, RunResult
+from bench.results.ledger import (
+    ID_COLUMNS,
+    data_digest,
+    ledger_row,
+    ledger_values,
+    read_ledger,
+    setting_of,
+    update_ledger,
+)
+
+
+def _result(seed: int, ndcg: float, tau: str = "0.1", sha: str = "ab" * 32) -> RunResult:
+    return RunResult(status=COMPLETED, config={"seed": seed},
+                     overrides=["+experiment=paper/table2_mf_gowalla", "loss=sl", f"loss.tau={tau}", f"seed={seed}",
+                                "logger=csv", "hydra.sweep.dir=/x", "eval.sampled_negatives=100"],
+                     best={"epoch": 149, "val": {"ndcg@20": ndcg + 0.01}},
+                     test={"ndcg@20": ndcg, "recall@20": 2 * ndcg},
+                     epochs_trained=200, timing_s={"fit": 3600.04, "test": 5.0},
+                     provenance={"code": {"commit": "c0ffee", "dirty": False},
+                                 "data_files": {"/data/gowalla/train.txt": sha}},
+                     finished_at=f"2026-12-01T10:0{seed}:00")
+
+
+def test_setting_leaves_out_seed_placement_and_side_outputs():
+    assert setting_of(_result(3, 0.1).overrides) == "experiment=paper/table2_mf_gowalla loss.tau=0.1 loss=sl"
+    assert setting_of(["seed=1", "output_dir=/a", "trainer.devices=2"]) == ""
+
+
+def test_data_digest_names_contents_not_location():
+    moved = _result(0, 0.1)
+    moved.provenance["data_files"] = {"/elsewhere/gowalla/train.txt": "ab" * 32}
+    assert data_digest(moved) == data_digest(_result(0, 0.1)) != data_digest(_result(0, 0.1, sha="cd" * 32))
+    assert len(data_digest(moved)) == 12
+    assert data_digest(RunResult()) == ""
+
+
+def test_row_round_trips_through_the_file(tmp_path):
+    path = tmp_path / "cell" / "runs.csv"
+    rows = update_ledger(path, [ledger_row(_result(1, 0.16), {"ref/ndcg@20": 0.155})])
+    back = read_ledger(path)
+    assert back == rows and len(back) == 1
+    row = back[0]
+    assert list(row)[:len(ID_COLUMNS)] == list(ID_COLUMNS)
+    assert row["seed"] == 1 and row["commit"] == "c0ffee" and row["best_epoch"] == "149"
+    assert row["fit_s"] == 3600.0 and row["test/ndcg@20"] == 0.16 and row["test/recall@20"] == 0.32
+    assert row["ref/ndcg@20"] == 0.155
+
+
+def test_same_seed_replaces_and_rows_come_back_sorted(tmp_path):
+    path = tmp_path / "runs.csv"
+    update_ledger(path, [ledger_row(_result(s, 0.1 + s / 100)) for s in (4, 0)])
+    update_ledger(path, [ledger_row(_result(2, 0.12)), ledger_row(_result(0, 0.5))])
+    rows = read_ledger(path)
+    assert [r["seed"] for r in rows] == [0, 2, 4]
+    assert ledger_values(rows, "test/ndcg@20") == {0: 0.5, 2: 0.12, 4: 0.14}
+
+
+def test_a_ledger_holds_one_setting_and_one_data_version(tmp_path):
+    path = tmp_path / "runs.csv"
+    update_ledger(path, [ledger_row(_result(0, 0.1))])
+    with pytest.raises(BenchError, match=r"setting .*loss.tau=0.1.*seed 1 ran with .*loss.tau=0.2.*another folder"):
+        update_ledger(path, [ledger_row(_result(1, 0.1, tau="0.2"))])
+    with pytest.raises(BenchError, match=r"holds runs with data .*seed 1 ran with"):
+        update_ledger(path, [ledger_row(_result(1, 0.1, sha="cd" * 32))])
+    assert [r["seed"] for r in read_ledger(path)] == [0]  # a refused update writes nothing
+
+
+def test_metric_columns_may_differ_between_rows(tmp_path):
+    path = tmp_path / "runs.csv"
+    old = ledger_row(_result(0, 0.1))
+    new = ledger_row(_result(1, 0.2), {"ref/ndcg@20": 0.19})
+    rows = update_ledger(path, [old, new])
+    assert math.isnan(read_ledger(path)[0]["ref/ndcg@20"])
+    assert ledger_values(read_ledger(path), "ref/ndcg@20") == {1: 0.19}
+    assert len(rows) == 2
+
+
+def test_bad_files_are_named_with_line_and_fix(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("metric,value\nndcg@20,0.1\n")
+    with pytest.raises(BenchError, match=r"runs.csv is not a run ledger \(no seed, setting column\); move it aside"):
+        read_ledger(path)
+    path.write_text("seed,setting,test/ndcg@20\n0,loss=sl,0.1\n1,loss=sl,zero\n")
+    with pytest.raises(BenchError, match=r"runs.csv, line 3: .*fix or delete that row"):
+        read_ledger(path)
+    assert read_ledger(tmp_path / "absent.csv") == []
