@@ -30,8 +30,9 @@ from bench.results.schema import (
 )
 
 LEDGER_FILE = "runs.csv"
-#: the columns before the metrics; metric columns are ``test/<metric>`` and any caller's extras
-#: (``ref/<metric>``: the same checkpoint under another test protocol)
+#: the columns before the metrics; metric columns are ``test/<metric>``, ``edge/<metric>`` (link
+#: prediction's per-edge protocol) and any caller's extras (``ref/<metric>``: the same checkpoint
+#: under another test protocol)
 ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch", "fit_s")
 
 
@@ -58,7 +59,7 @@ def data_digest(res: RunResult) -> str:
 
 def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict[str, object]:
     """One completed run as a ledger row: its identity, ``test/<metric>`` for every test metric,
-    then ``extra`` (column -> value) as given."""
+    ``edge/<metric>`` for every per-edge one, then ``extra`` (column -> value) as given."""
     code = res.provenance.get("code") or {}
     row: dict[str, object] = {
         "seed": res.seed,
@@ -72,6 +73,7 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
         "fit_s": round(float(res.timing_s["fit"]), 1) if "fit" in res.timing_s else "",
     }
     row.update({f"test/{m}": float(v) for m, v in sorted(res.test.items())})
+    row.update({f"edge/{m}": float(v) for m, v in sorted(res.per_edge.items()) if m != "edges"})
     row.update(dict(extra or {}))
     return row
 
@@ -97,7 +99,7 @@ def read_ledger(path: Path) -> list[dict[str, object]]:
 def _number(column: str, text: str | None) -> object:
     if column == "seed":
         return int(text or "")
-    if column.startswith(("test/", "ref/")) or column in ("fit_s",):
+    if column.startswith(("test/", "edge/", "ref/")) or column in ("fit_s",):
         return float(text) if text not in (None, "") else math.nan
     return text if text is not None else ""
 
@@ -131,6 +133,12 @@ def update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]]) -> list[
         writer.writerows(ordered)
     tmp.replace(path)
     return read_ledger(path)
+
+
+def metric_column(metric: str) -> str:
+    """The ledger column of a metric as ``bench.report`` names it: ``ndcg@20`` -> ``test/ndcg@20``,
+    ``edge:mrr`` -> ``edge/mrr``."""
+    return metric.replace("edge:", "edge/", 1) if metric.startswith("edge:") else f"test/{metric}"
 
 
 def ledger_values(rows: Iterable[Mapping[str, object]], column: str) -> dict[int, float]:

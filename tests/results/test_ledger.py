@@ -95,3 +95,14 @@ def test_bad_files_are_named_with_line_and_fix(tmp_path):
     with pytest.raises(BenchError, match=r"runs.csv, line 3: .*fix or delete that row"):
         read_ledger(path)
     assert read_ledger(tmp_path / "absent.csv") == []
+
+
+def test_per_edge_metrics_get_their_own_columns(tmp_path):
+    from bench.results.ledger import metric_column
+
+    res = _result(0, 0.2)
+    res.per_edge = {"edges": 1054, "mrr": 0.21, "hit@20": 0.55}
+    rows = update_ledger(tmp_path / "runs.csv", [ledger_row(res)])
+    assert rows[0]["edge/mrr"] == 0.21 and rows[0]["edge/hit@20"] == 0.55 and "edge/edges" not in rows[0]
+    assert ledger_values(rows, metric_column("edge:mrr")) == {0: 0.21}
+    assert ledger_values(rows, metric_column("ndcg@20")) == {0: 0.2}
