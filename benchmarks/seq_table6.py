@@ -1,6 +1,11 @@
 """The SL@K paper's Table 6: SASRec with BCE, SL and SL@20 on Amazon Games and Beauty, full ranking.
 
-Three stages, each resumable run by run (a stage is rerun until it is done, across sessions):
+Three stages, each resumable run by run (a stage is rerun until it is done, across sessions). Every
+finished run goes into a committed ledger (``--ledger``, default beside the summary:
+``<dataset>/tune_<loss>.csv`` and ``final_<loss>.csv``, :mod:`bench.results.ledger`), which is what
+the stages read: a run the ledger holds is not run again, and the choice of a tuned value and the
+report need no run folder, so the study can go on from machine to machine. Per-user tests use the
+run folders still here.
 
 1. ``tune``: SL's tau, then SL@20's tau_w with tau_d = SL's chosen tau (the paper's protocol), each
    over the six values of its Table 6 sweeper (``conf/hydra/sweeper/seq_search_sl|slk.yaml``, read
@@ -17,6 +22,7 @@ Three stages, each resumable run by run (a stage is rerun until it is done, acro
 
     BENCH_DATA_DIR=../shared/data python benchmarks/seq_table6.py tune|final|report
         [--datasets games beauty] [--seeds 0,1,2] [--runs /tmp/table6] [--out benchmarks/results/seq/table6]
+        [--ledger benchmarks/results/seq/table6]
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bench.app import CONFIG_DIR
-from bench.report.runs import RunRecord, from_directories
+from bench.app import CONFIG_DIR, compose
+from bench.report.runs import RunRecord, from_ledger
 from bench.report.stats import compare, holm, interval
-from bench.results import COMPLETED, RunResult, finish_run
+from bench.results import RunResult
+from bench.results.ledger import find_row, finish_recorded, read_ledger
 
 LOSSES = ("bce", "sl", "slk")
 NAMES = {"bce": "BCE", "sl": "SL", "slk": "SL@20"}
@@ -58,7 +65,19 @@ def tuned_folder(runs: Path, dataset: str, loss: str, setting: list[str]) -> Pat
     return runs / dataset / "tune" / loss / "_".join(s.replace("loss.", "") for s in setting)
 
 
-def settings(runs: Path, dataset: str, loss: str) -> list[list[str]]:
+def tune_ledger(ledger: Path, dataset: str, loss: str) -> Path:
+    return ledger / dataset / f"tune_{loss}.csv"
+
+
+def final_ledger(ledger: Path, dataset: str, loss: str) -> Path:
+    return ledger / dataset / f"final_{loss}.csv"
+
+
+def tune_overrides(dataset: str, loss: str, setting: list[str]) -> list[str]:
+    return [*experiment(dataset, loss), *setting, f"seed={TUNE_SEED}", "logger=csv"]
+
+
+def settings(ledger: Path, dataset: str, loss: str) -> list[list[str]]:
     """The loss's trials: its grid, plus what it inherits (raises SystemExit until that is tuned)."""
     if loss == "bce":
         return []
@@ -66,24 +85,25 @@ def settings(runs: Path, dataset: str, loss: str) -> list[list[str]]:
     fixed = []
     if loss in INHERITS:
         source, source_key, target = INHERITS[loss]
-        value = dict(s.split("=", 1) for s in chosen(runs, dataset, source)[0])[source_key]
+        value = dict(s.split("=", 1) for s in chosen(ledger, dataset, source)[0])[source_key]
         fixed = [f"{target}={value}"]
     return [[*fixed, f"{key}={v}"] for v in values]
 
 
-def chosen(runs: Path, dataset: str, loss: str) -> tuple[list[str], pd.DataFrame]:
-    """The loss's setting with the best validation NDCG@20 over its whole grid, and the grid's table."""
+def chosen(ledger: Path, dataset: str, loss: str) -> tuple[list[str], pd.DataFrame]:
+    """The loss's setting with the best validation NDCG@20 over its whole grid (read from the tuning
+    ledger), and the grid's table."""
     if loss == "bce":
         return [], pd.DataFrame()
+    held = read_ledger(tune_ledger(ledger, dataset, loss))
     rows, missing = [], []
-    for setting in settings(runs, dataset, loss):
-        folder = tuned_folder(runs, dataset, loss, setting)
-        res = RunResult.read(folder) if (folder / "results.json").exists() else None
-        if res is None or res.status != COMPLETED:
+    for setting in settings(ledger, dataset, loss):
+        row = find_row(held, tune_overrides(dataset, loss, setting))
+        if row is None:
             missing.append(" ".join(setting))
             continue
         rows.append({"dataset": dataset, "loss": loss, "setting": " ".join(setting),
-                     "val_" + METRIC: res.best["val"][METRIC], "best_epoch": res.best.get("epoch")})
+                     "val_" + METRIC: row["val/" + METRIC], "best_epoch": row.get("best_epoch")})
     if missing:
         raise SystemExit(f"{dataset} {loss}: tuning not finished ({len(missing)} of 6 left: {'; '.join(missing)}); "
                          "run the tune stage")
@@ -91,45 +111,60 @@ def chosen(runs: Path, dataset: str, loss: str) -> tuple[list[str], pd.DataFrame
     return str(table.loc[table["val_" + METRIC].idxmax(), "setting"]).split(), table
 
 
-def tune(runs: Path, datasets: list[str]) -> None:
+def tune(runs: Path, ledger: Path, datasets: list[str]) -> None:
     for dataset in datasets:
         for loss in ("sl", "slk"):  # SL first: SL@20 takes its tau_d
             try:
-                trials = settings(runs, dataset, loss)
+                trials = settings(ledger, dataset, loss)
             except SystemExit as why:
                 print(why, flush=True)
                 continue
             for setting in trials:
-                finish_run(tuned_folder(runs, dataset, loss, setting),
-                           [*experiment(dataset, loss), *setting, f"seed={TUNE_SEED}", "logger=csv"])
+                finish_recorded(tuned_folder(runs, dataset, loss, setting), tune_overrides(dataset, loss, setting),
+                                tune_ledger(ledger, dataset, loss), one_setting=False)
 
 
-def final(runs: Path, datasets: list[str], seeds: list[int]) -> None:
+def final(runs: Path, ledger: Path, datasets: list[str], seeds: list[int]) -> None:
     for seed in seeds:  # seed-major: every loss gets its first seed before any gets a second
         for dataset in datasets:
             for loss in LOSSES:
                 try:
-                    setting = chosen(runs, dataset, loss)[0]
+                    setting = chosen(ledger, dataset, loss)[0]
                 except SystemExit as why:
                     print(why, flush=True)
                     continue
-                finish_run(runs / dataset / "final" / loss / f"seed{seed}",
-                           [*experiment(dataset, loss), *setting, f"seed={seed}", "logger=csv"])
+                finish_recorded(final_folder(runs, dataset, loss, seed),
+                                [*experiment(dataset, loss), *setting, f"seed={seed}", "logger=csv"],
+                                final_ledger(ledger, dataset, loss))
 
 
-def report(runs: Path, datasets: list[str], out: Path) -> str:
+def final_folder(runs: Path, dataset: str, loss: str, seed: int) -> Path:
+    return runs / dataset / "final" / loss / f"seed{seed}"
+
+
+def final_records(runs: Path, ledger: Path, dataset: str, loss: str) -> list[RunRecord]:
+    """The loss's final runs on ``dataset`` as the ledger holds them, backed by their run folders
+    (per-user values) where those are still here."""
+    rows = read_ledger(final_ledger(ledger, dataset, loss))
+    local = {}
+    for row in rows:
+        folder = final_folder(runs, dataset, loss, int(row["seed"]))  # type: ignore[call-overload]
+        if (folder / "results.json").exists():
+            local[int(row["seed"])] = RunResult.read(folder)  # type: ignore[call-overload]
+    paper = dict(compose([*experiment(dataset, loss), "output_dir=unused"]).get("paper") or {}) if rows else {}
+    return from_ledger(rows, "seq", dataset, "sasrec", loss, local, paper, k=20 if loss == "slk" else None)
+
+
+def report(runs: Path, ledger: Path, datasets: list[str], out: Path) -> str:
     rows: list[dict] = []
     tables: list[pd.DataFrame] = []
     for dataset in datasets:
-        records, _ = from_directories([runs / dataset / "final"])
-        by_loss: dict[str, list[RunRecord]] = {}
-        for r in records:
-            by_loss.setdefault(r.loss, []).append(r)
+        by_loss = {loss: final_records(runs, ledger, dataset, loss) for loss in LOSSES}
         base = by_loss.get("sl", [])
-        choices = {}  # each loss's tuning folder read once, for its row and for tuning.csv
+        choices = {}  # each loss's tuning ledger read once, for its row and for tuning.csv
         for loss in LOSSES:
             try:
-                choices[loss] = chosen(runs, dataset, loss)
+                choices[loss] = chosen(ledger, dataset, loss)
             except SystemExit:
                 pass
         tables += [choices[loss][1] for loss in ("sl", "slk") if loss in choices]
@@ -182,13 +217,15 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--runs", type=Path, default=Path("table6-runs"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/seq/table6"))
+    parser.add_argument("--ledger", type=Path, default=Path("benchmarks/results/seq/table6"),
+                        help="where the committed run ledgers go (<dataset>/tune_<loss>.csv, final_<loss>.csv)")
     args = parser.parse_args()
     if args.stage == "tune":
-        tune(args.runs, args.datasets)
+        tune(args.runs, args.ledger, args.datasets)
     elif args.stage == "final":
-        final(args.runs, args.datasets, [int(s) for s in args.seeds.split(",")])
+        final(args.runs, args.ledger, args.datasets, [int(s) for s in args.seeds.split(",")])
     else:
-        print(report(args.runs, args.datasets, args.out), end="")
+        print(report(args.runs, args.ledger, args.datasets, args.out), end="")
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,34 @@ def from_results(runs: Iterable[RunResult]) -> tuple[list[RunRecord], list[str]]
         mtime = (res.run_dir / "results.json").stat().st_mtime if res.run_dir else 0.0
         records.append(_record(res, where, res.load_per_user, mtime))
     return records, notes
+
+
+def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, model: str, loss: str,
+                local: Mapping[int, RunResult] | None = None, paper: Mapping[str, float] | None = None,
+                k: int | None = None, source: str = "ledger") -> list[RunRecord]:
+    """Records from run-ledger rows (:mod:`bench.results.ledger`; one configuration), so the report's
+    seed intervals and seed-paired tests cover seeds whose run folders are gone.
+
+    ``local`` maps a seed to its run folder's result where it is still here: when it is the
+    ledger's run (same finish time) its per-user file backs the per-user tests, otherwise the
+    record has no per-user values and those tests are left out.
+    """
+    records = []
+    for row in rows:
+        seed = int(row["seed"])  # type: ignore[call-overload]
+        values = {c: float(v) for c, v in row.items() if isinstance(v, int | float) and not np.isnan(float(v))}
+
+        def family(prefix: str, values: dict[str, float] = values) -> dict[str, float]:
+            return {c[len(prefix):]: v for c, v in values.items() if c.startswith(prefix)}
+
+        res = (local or {}).get(seed)
+        same = res is not None and res.status == COMPLETED and (res.finished_at or "") == str(row.get("finished_at"))
+        records.append(RunRecord(
+            source=str(res.run_dir) if same and res is not None else f"{source} seed {seed}", task=task,
+            dataset=dataset, model=model, loss=loss, seed=seed, test=family("test/"), paper=dict(paper or {}),
+            overrides=str(row.get("setting", "")).split(), k=k, per_edge=family("edge/"), sampled=family("sampled/"),
+            load_per_user=res.load_per_user if same and res is not None else (lambda: None)))
+    return records
 
 
 def from_directories(paths: Iterable[Path]) -> tuple[list[RunRecord], list[str]]:

@@ -6,9 +6,9 @@ ledger keeps what the cell's summary needs from every finished run: its seed, th
 (the overrides that made it), the data it read, the code it ran, and its test metrics. A later
 session on another machine adds the seeds it runs to the same file, and the summary pools them.
 
-Rows are keyed by seed: a run of a seed the ledger already holds replaces that row. A ledger
-holds one setting and one data version; a run of another is refused in one line, so seeds of
-different configurations are never pooled by accident.
+Rows are keyed by (setting, seed): a run the ledger already holds replaces its row. A ledger holds
+one data version, and by default one setting (a cell's seeds; a tuning ledger holds several); a run
+of another is refused in one line, so seeds of different configurations are never pooled by accident.
 """
 
 from __future__ import annotations
@@ -16,13 +16,16 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.results.resumable import finish_run
 from bench.results.schema import (
+    COMPLETED,
     PLACEMENT_KEYS,
     PLACEMENT_PREFIXES,
+    RESULTS_FILE,
     SEED_KEYS,
     SIDE_OUTPUT_KEYS,
     RunResult,
@@ -30,9 +33,13 @@ from bench.results.schema import (
 )
 
 LEDGER_FILE = "runs.csv"
-#: the columns before the metrics; metric columns are ``test/<metric>``, ``edge/<metric>`` (link
-#: prediction's per-edge protocol) and any caller's extras (``ref/<metric>``: the same checkpoint
-#: under another test protocol)
+METRIC_PREFIXES = ("val/", "test/", "edge/", "sampled/", "ref/")
+#: the sampled protocol's means kept besides its @K metrics (its counts and seeds are not metrics)
+SAMPLED_METRICS_KEPT = frozenset({"mrr"})
+#: the columns before the metrics; metric columns are ``val/<metric>`` (the best validation values,
+#: which pick a tuned setting), ``test/<metric>``, ``edge/<metric>`` (link prediction's per-edge
+#: protocol), ``sampled/<metric>`` (the biased sampled protocol) and any caller's extras
+#: (``ref/<metric>``: the same checkpoint under another test protocol)
 ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch", "fit_s")
 
 
@@ -58,8 +65,8 @@ def data_digest(res: RunResult) -> str:
 
 
 def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict[str, object]:
-    """One completed run as a ledger row: its identity, ``test/<metric>`` for every test metric,
-    ``edge/<metric>`` for every per-edge one, then ``extra`` (column -> value) as given."""
+    """One completed run as a ledger row: its identity, then its best validation, test, per-edge
+    and sampled-protocol metrics (:data:`ID_COLUMNS`), then ``extra`` (column -> value) as given."""
     code = res.provenance.get("code") or {}
     row: dict[str, object] = {
         "seed": res.seed,
@@ -72,8 +79,11 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
         "best_epoch": res.best.get("epoch", ""),
         "fit_s": round(float(res.timing_s["fit"]), 1) if "fit" in res.timing_s else "",
     }
+    row.update({f"val/{m}": float(v) for m, v in sorted((res.best.get("val") or {}).items())})
     row.update({f"test/{m}": float(v) for m, v in sorted(res.test.items())})
     row.update({f"edge/{m}": float(v) for m, v in sorted(res.per_edge.items()) if m != "edges"})
+    row.update({f"sampled/{m}": float(v) for m, v in sorted(res.sampled.items()) if m in SAMPLED_METRICS_KEPT
+                or "@" in m})
     row.update(dict(extra or {}))
     return row
 
@@ -99,29 +109,30 @@ def read_ledger(path: Path) -> list[dict[str, object]]:
 def _number(column: str, text: str | None) -> object:
     if column == "seed":
         return int(text or "")
-    if column.startswith(("test/", "edge/", "ref/")) or column in ("fit_s",):
+    if column.startswith(METRIC_PREFIXES) or column in ("fit_s",):
         return float(text) if text not in (None, "") else math.nan
     return text if text is not None else ""
 
 
-def update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
-    """Add ``new_rows`` to the ledger at ``path`` (a row of a seed already there replaces it),
-    write it back sorted by seed, and return every row as :func:`read_ledger` reads it.
+def update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_setting: bool = True
+                  ) -> list[dict[str, object]]:
+    """Add ``new_rows`` to the ledger at ``path`` (a row of a (setting, seed) already there replaces
+    it), write it back sorted by setting and seed, and return every row as :func:`read_ledger` reads it.
 
     Raises:
-        BenchError: a new row's setting or data differs from the ledger's.
+        BenchError: a new row's data (or, with ``one_setting``, its setting) differs from the ledger's.
     """
-    rows = {int(r["seed"]): dict(r) for r in read_ledger(path)}  # type: ignore[call-overload]
+    rows = {_key(r): dict(r) for r in read_ledger(path)}
     for new in new_rows:
-        for key in ("setting", "data"):
+        for key in ("setting", "data") if one_setting else ("data",):
             held = {str(r[key]) for r in rows.values() if r.get(key) not in (None, "")}
             if new.get(key) not in (None, "") and held and str(new[key]) not in held:
                 raise BenchError(
                     f"{path} holds runs with {key} {sorted(held)[0]!r}, but seed {new['seed']} ran with "
                     f"{new[key]!r}: pool only runs of one configuration on the same data; write this one "
                     "to another folder (--ledger) or move the old ledger aside")
-        rows[int(new["seed"])] = dict(new)  # type: ignore[call-overload]
-    ordered = [rows[s] for s in sorted(rows)]
+        rows[_key(new)] = dict(new)
+    ordered = [rows[k] for k in sorted(rows)]
     columns = list(ID_COLUMNS)
     for r in ordered:
         columns += [c for c in r if c not in columns]
@@ -133,6 +144,30 @@ def update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]]) -> list[
         writer.writerows(ordered)
     tmp.replace(path)
     return read_ledger(path)
+
+
+def _key(row: Mapping[str, object]) -> tuple[str, int]:
+    return str(row.get("setting", "")), int(row["seed"])  # type: ignore[call-overload]
+
+
+def find_row(rows: Iterable[Mapping[str, object]], overrides: Iterable[str]) -> Mapping[str, object] | None:
+    """The row of the run ``overrides`` would make (same setting, same seed), if the ledger holds it."""
+    overrides = list(overrides)
+    seeds = [int(o.split("=", 1)[1]) for o in overrides if override_key(o) == "seed"]
+    want = (setting_of(overrides), seeds[-1] if seeds else 0)
+    return next((r for r in rows if _key(r) == want), None)
+
+
+def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True) -> str:
+    """:func:`bench.results.finish_run`, unless the ledger already holds this run; a run it completes
+    (or finds completed) goes into the ledger. Returns ``"ledger"``, or what ``finish_run`` did."""
+    if find_row(read_ledger(ledger), overrides) is not None:
+        return "ledger"
+    action = finish_run(folder, overrides)
+    res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
+    if res is not None and res.status == COMPLETED:
+        update_ledger(ledger, [ledger_row(res)], one_setting)
+    return action
 
 
 def metric_column(metric: str) -> str:

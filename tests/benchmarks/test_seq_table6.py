@@ -13,7 +13,9 @@ from scipy import stats
 
 from bench.app import compose
 from bench.results import COMPLETED, RunResult, finish_run
+from bench.results import ledger as ledger_module
 from bench.results.io import write_per_user
+from bench.results.ledger import finish_recorded, ledger_row, read_ledger, update_ledger
 
 
 @pytest.fixture
@@ -21,50 +23,77 @@ def script(benchmark_script):
     return benchmark_script("seq_table6")
 
 
-def _run(folder: Path, dataset: str, loss: str, setting: list[str], seed: int, val: float, test: dict[str, float],
-         per_user: list[float] | None = None, sampled: dict[str, float] | None = None) -> None:
+def _run(folder: Path | None, ledger: Path, overrides: list[str], val: float, test: dict[str, float],
+         per_user: list[float] | None = None, sampled: dict[str, float] | None = None,
+         one_setting: bool = True) -> RunResult:
+    """A finished run as its ledger row, and as a run folder too unless ``folder`` is None (gone)."""
+    seed = int(overrides[-2].split("=")[1]) if overrides[-1] == "logger=csv" else 0
+    loss = next(o.split("=")[1] for o in overrides if o.startswith("loss="))
     res = RunResult(status=COMPLETED,
-                    config={"task": {"name": "seq"}, "dataset": {"name": dataset}, "model": {"name": "sasrec"},
-                            "loss": {"name": loss}, "seed": seed, "paper": {"hit@20": 0.2, "ndcg@20": 0.1}},
-                    overrides=[f"loss={loss}", *setting, f"seed={seed}"],
-                    best={"epoch": 9, "val": {"ndcg@20": val}}, test=test, sampled=sampled or {})
-    folder.mkdir(parents=True)
-    res.write(folder)
-    values = per_user if per_user is not None else [test["ndcg@20"]] * 4
-    write_per_user(folder / "per_user_test.npz", np.arange(len(values)), {"ndcg@20": np.array(values)})
+                    config={"task": {"name": "seq"}, "dataset": {"name": "games"}, "model": {"name": "sasrec"},
+                            "loss": {"name": loss}, "seed": seed},
+                    overrides=overrides, best={"epoch": 9, "val": {"ndcg@20": val}}, test=test,
+                    sampled=sampled or {}, finished_at=f"2026-12-01T00:00:0{seed % 10}")
+    update_ledger(ledger, [ledger_row(res)], one_setting)
+    if folder is not None:
+        folder.mkdir(parents=True)
+        res.write(folder)
+        values = per_user if per_user is not None else [test["ndcg@20"]] * 4
+        write_per_user(folder / "per_user_test.npz", np.arange(len(values)), {"ndcg@20": np.array(values)})
+    return res
 
 
-def _tune_sl(script, runs: Path, best_tau: str) -> None:
-    for setting in script.settings(runs, "games", "sl"):
+def _tune_sl(script, runs: Path, ledger: Path, best_tau: str) -> None:
+    for setting in script.settings(ledger, "games", "sl"):
         val = 0.3 if setting == [f"loss.tau={best_tau}"] else 0.2
-        _run(script.tuned_folder(runs, "games", "sl", setting), "games", "sl", setting, script.TUNE_SEED, val,
-             {"hit@20": 0.0, "ndcg@20": 1.0})  # test values that would win if they were read
+        _run(script.tuned_folder(runs, "games", "sl", setting), script.tune_ledger(ledger, "games", "sl"),
+             script.tune_overrides("games", "sl", setting), val,
+             {"hit@20": 0.0, "ndcg@20": 1.0}, one_setting=False)  # test values that would win if they were read
 
 
 def test_the_grids_are_the_sweepers_and_compose(script, tmp_path):
     assert script.grid("sl") == ("loss.tau", ["0.05", "0.1", "0.2", "0.5", "1.0", "2.0"])
     assert script.grid("slk") == ("loss.tau_w", ["0.5", "1.0", "1.5", "2.0", "2.5", "3.0"])
-    runs = tmp_path / "runs"
+    runs, ledger = tmp_path / "runs", tmp_path / "ledger"
     with pytest.raises(SystemExit, match="tuning not finished"):  # SL@20 waits for SL's tau
-        script.settings(runs, "games", "slk")
-    _tune_sl(script, runs, "0.5")
-    slk = script.settings(runs, "games", "slk")
+        script.settings(ledger, "games", "slk")
+    _tune_sl(script, runs, ledger, "0.5")
+    slk = script.settings(ledger, "games", "slk")
     assert [s[0] for s in slk] == ["loss.tau_d=0.5"] * 6 and len({s[1] for s in slk}) == 6
     cfg = compose([*script.experiment("games", "slk"), *slk[0], f"seed={script.TUNE_SEED}", "output_dir=x"])
     assert cfg.loss.tau_d == 0.5 and cfg.loss.tau_w == 0.5 and cfg.loss.k == 20 and cfg.model.max_len == 50
     assert script.TUNE_SEED not in (0, 1, 2)
 
 
-def test_the_choice_is_by_validation_and_tune_runs_only_what_is_missing(script, tmp_path, monkeypatch):
-    runs = tmp_path / "runs"
-    _tune_sl(script, runs, "1.0")
-    assert script.chosen(runs, "games", "sl")[0] == ["loss.tau=1.0"]
+def test_the_choice_is_by_validation_and_tune_runs_only_what_the_ledger_lacks(script, tmp_path, monkeypatch):
+    import shutil
+
+    runs, ledger = tmp_path / "runs", tmp_path / "ledger"
+    _tune_sl(script, runs, ledger, "1.0")
+    shutil.rmtree(runs)  # another machine: the tuning folders are gone, the committed ledger is not
+    assert script.chosen(ledger, "games", "sl")[0] == ["loss.tau=1.0"]
     calls = []
-    monkeypatch.setattr(script, "finish_run", lambda folder, overrides: calls.append((folder, overrides)))
-    script.tune(runs, ["games"])
-    # SL's six runs are complete and are still handed to finish_run (it keeps them); SL@20's six start
-    slk = [c for c in calls if "loss=slk" in c[1]]
-    assert len(slk) == 6 and all("loss.tau_d=1.0" in o and f"seed={script.TUNE_SEED}" in o for _, o in slk)
+    monkeypatch.setattr(ledger_module, "finish_run", lambda folder, overrides: calls.append((folder, overrides)))
+    script.tune(runs, ledger, ["games"])
+    # SL's six runs are in the ledger and are not run again; SL@20's six start with SL's tau
+    assert all("loss=slk" in o for _, o in calls) and len(calls) == 6
+    assert all("loss.tau_d=1.0" in o and f"seed={script.TUNE_SEED}" in o for _, o in calls)
+
+
+def test_a_run_is_recorded_once_it_completes(script, tmp_path, monkeypatch):
+    ledger = tmp_path / "ledger" / "final_sl.csv"
+    overrides = [*script.experiment("games", "sl"), "loss.tau=0.2", "seed=1", "logger=csv"]
+
+    def fake_finish(folder, overrides_):  # what python -m bench leaves behind
+        RunResult(status=COMPLETED, config={"seed": 1}, overrides=overrides_, test={"ndcg@20": 0.1},
+                  best={"val": {"ndcg@20": 0.2}}).write(folder)
+        return "started"
+
+    monkeypatch.setattr(ledger_module, "finish_run", fake_finish)
+    assert finish_recorded(tmp_path / "run", overrides, ledger) == "started"
+    assert finish_recorded(tmp_path / "elsewhere", overrides, ledger) == "ledger"
+    (row,) = read_ledger(ledger)
+    assert row["seed"] == 1 and row["val/ndcg@20"] == 0.2 and row["test/ndcg@20"] == 0.1
 
 
 def test_finish_run_keeps_resumes_or_starts(tmp_path, monkeypatch):
@@ -90,16 +119,18 @@ def test_finish_run_keeps_resumes_or_starts(tmp_path, monkeypatch):
 
 
 def test_the_report_compares_with_sl_per_seed_and_per_user(script, tmp_path):
-    runs = tmp_path / "runs"
-    _tune_sl(script, runs, "0.2")
+    runs, ledger = tmp_path / "runs", tmp_path / "ledger"
+    _tune_sl(script, runs, ledger, "0.2")
     sl = {0: 0.100, 1: 0.104, 2: 0.098}
     slk = {0: 0.106, 1: 0.107, 2: 0.101}
     users = {"sl": [0.1, 0.3, 0.0, 0.2], "slk": [0.2, 0.3, 0.1, 0.4]}
     for loss, values in (("sl", sl), ("slk", slk)):
+        setting = ["loss.tau=0.2"] if loss == "sl" else ["loss.tau_d=0.2", "loss.tau_w=1.0"]
         for seed, v in values.items():
-            _run(runs / "games" / "final" / loss / f"seed{seed}", "games", loss, [], seed, 0.5,
+            _run(script.final_folder(runs, "games", loss, seed), script.final_ledger(ledger, "games", loss),
+                 [*script.experiment("games", loss), *setting, f"seed={seed}", "logger=csv"], 0.5,
                  {"hit@20": 2 * v, "ndcg@20": v}, users[loss], sampled={"hit@10": 0.5 + v, "ndcg@10": 0.3})
-    text = script.report(runs, ["games"], tmp_path / "out")
+    text = script.report(runs, ledger, ["games"], tmp_path / "out")
     rows = {r.split("|")[2].strip(): r for r in text.splitlines()[2:]}
     x, y = np.array([slk[s] for s in range(3)]), np.array([sl[s] for s in range(3)])
     half = stats.t.ppf(0.975, 2) * x.std(ddof=1) / math.sqrt(3)
@@ -107,8 +138,18 @@ def test_the_report_compares_with_sl_per_seed_and_per_user(script, tmp_path):
     assert f"{x.mean() / y.mean() - 1:+.1%}" in rows["SL@20"]
     assert f"{stats.ttest_rel(x, y).pvalue:.2g}" in rows["SL@20"]
     diff = np.array(users["slk"]) - np.array(users["sl"])
-    assert f"{stats.wilcoxon(diff[diff != 0]).pvalue:.2g}" in rows["SL@20"]  # one comparison: Holm keeps it
+    p_users = f"{stats.wilcoxon(diff[diff != 0]).pvalue:.2g}"
+    assert p_users in rows["SL@20"]  # one comparison: Holm keeps it
     assert f"{0.5 + x.mean():.4f} / 0.3000" in rows["SL@20"]  # the biased sampled column
-    assert "0.2000 / 0.1000" in rows["SL"]  # the paper's values
+    assert "0.2243 / 0.1024" in rows["SL"]  # the paper's values, from the experiment
     assert "loss.tau=0.2" in rows["SL"]  # SL's choice; SL@20's tuning is not finished
     assert rows["SL@20"].rstrip(" |").endswith("?")
+
+    # the run folders of seed 2 are gone (another machine): the seed still counts, the per-user test
+    # (which needs every paired seed's users) is left out rather than computed on fewer seeds
+    import shutil
+    shutil.rmtree(script.final_folder(runs, "games", "slk", 2))
+    text = script.report(runs, ledger, ["games"], tmp_path / "out")
+    rows = {r.split("|")[2].strip(): r for r in text.splitlines()[2:]}
+    assert f"{x.mean():.4f} ± {half:.4f}" in rows["SL@20"] and f"{stats.ttest_rel(x, y).pvalue:.2g}" in rows["SL@20"]
+    assert rows["SL@20"].split("|")[8].strip() == ""
