@@ -46,6 +46,31 @@ def group_layout(n_rows: int, groups: int) -> tuple[int, int]:
     return size, -(-n_rows // size)
 
 
+def draws_per_row(draws: Tensor, n_rows: int) -> Tensor:
+    """(n_rows, M) item ids of each row's shared draw: ``draws`` (M,) for the whole batch (an
+    expanded view, no copy) or (G, M), one per group of consecutive rows (:func:`group_layout`)."""
+    if draws.dim() == 1:
+        return draws.expand(n_rows, -1)
+    size = -(-n_rows // draws.shape[0])
+    return draws.repeat_interleave(size, 0)[:n_rows]
+
+
+def grouped_scores(vectors: Tensor, drawn: Tensor) -> Tensor:
+    """(P, M) scores of each query against its group's M item rows.
+
+    Args:
+        vectors: (P, d) query vectors; row r is in group r // ceil(P / G).
+        drawn: (G, M, d) item rows of each group's draw (normalised when scores are cosine).
+    Returns:
+        (P, M): one batched (s, d) x (d, M) matmul per group, no per-row gather.
+    """
+    n_groups = drawn.shape[0]
+    p, dim = vectors.shape
+    size = -(-p // n_groups)
+    padded = F.pad(vectors, (0, 0, 0, n_groups * size - p)).view(n_groups, size, dim)
+    return torch.bmm(padded, drawn.transpose(1, 2)).reshape(-1, drawn.shape[1])[:p]
+
+
 def score_candidates(queries: Tensor, item_emb: Tensor, items: Tensor, cosine: bool) -> Tensor:
     """Scores of M candidate items per query.
 
@@ -105,6 +130,12 @@ class Scorer(Protocol):
 
     def score_users(self, users: Tensor) -> Tensor:
         """(B,) users -> (B, n_items) scores of every item."""
+        ...
+
+    def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
+        """(B,) users, (G, M) item ids -> (B, M) scores of each row's group draw (row r in
+        group r // ceil(B / G), :func:`draws_per_row`), as :meth:`score_items` of the expanded
+        ids but without gathering an item row per user."""
         ...
 
 
@@ -168,18 +199,15 @@ class Queries:
         """
         n_groups, m = items.shape
         p, dim = self.vectors.shape
-        size = -(-p // n_groups)
-        per_row = items.repeat_interleave(size, dim=0)[:p]
         n_items = self.item_emb.shape[0]
         if n_groups * m * GATHER_COST_IN_MACS + p * m >= p * n_items:
             table = F.normalize(self.item_emb, dim=-1) if self.cosine else self.item_emb
             scores = self.vectors @ table.T
-            return scores.gather(1, self.items.unsqueeze(1)).squeeze(1), scores.gather(1, per_row)
+            return scores.gather(1, self.items.unsqueeze(1)).squeeze(1), scores.gather(1, draws_per_row(items, p))
         rows = self.item_emb[torch.cat([self.items, items.reshape(-1)])]
         rows = F.normalize(rows, dim=-1) if self.cosine else rows
         own, drawn = rows[:p], rows[p:].view(n_groups, m, dim)
-        padded = F.pad(self.vectors, (0, 0, 0, n_groups * size - p)).view(n_groups, size, dim)
-        return (self.vectors * own).sum(-1), torch.bmm(padded, drawn.transpose(1, 2)).reshape(-1, m)[:p]
+        return (self.vectors * own).sum(-1), grouped_scores(self.vectors, drawn)
 
     @torch.no_grad()
     def full_rows(self, rows: Tensor) -> Tensor:
@@ -212,6 +240,9 @@ class LossBatch:
         scorer: the backbone, as far as a loss or an estimator may use it (the one way a
             loss reaches the model during training; it scores with the current weights,
             so after the optimiser step it sees the updated model).
+        draws: the shared draw(s) behind ``negatives`` (shared negatives: (N,) for the batch or
+            (G, N), one per group of rows, :func:`draws_per_row`), so that an estimator can score
+            a draw once per group; None for per-pair negatives.
     """
 
     pos: Tensor
@@ -223,6 +254,7 @@ class LossBatch:
     full_scores: Callable[[Tensor], Tensor] | None = None
     scorer: Scorer | None = None
     neg_valid: Tensor | None = None
+    draws: Tensor | None = None
 
     def require(self, name: str) -> Any:
         """The field ``name``; a clear error when the batch was built without it (losses

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from bench.contracts import LossBatch, group_layout
+from bench.contracts import LossBatch, draws_per_row, group_layout
 from bench.distributed import sync_rows
 from bench.errors import ConfigError
 
@@ -108,13 +108,13 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
             raise ValueError("train_step needs negatives, or a sampler and a generator to draw them")
         n_rows = queries.users.numel()
         if mode == "shared" and loss.shares_negatives:
-            size, n_groups = group_layout(n_rows, groups)
+            _, n_groups = group_layout(n_rows, groups)
             draws = sampler.sample_shared(loss.n_negatives, generator, queries.users.device,
                                           groups=None if n_groups == 1 else n_groups, distinct=distinct)
             hits = sampler.shared_hits(queries.users, draws)
             valid = torch.ones(n_rows, loss.n_negatives, dtype=torch.bool, device=draws.device)
             valid[hits] = False
-            negatives = draws.expand(n_rows, -1) if n_groups == 1 else draws.repeat_interleave(size, 0)[:n_rows]
+            negatives = draws_per_row(draws, n_rows)
         else:
             negatives = sampler.sample(queries.users, loss.n_negatives, generator, distinct=distinct)
     if draws is not None and hits is not None:  # shared draws: a row's own positives masked
@@ -126,7 +126,8 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
         scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
         pos, neg = scores[:, 0], scores[:, 1:]
     batch = LossBatch(pos=pos, neg=neg, users=queries.users, items=queries.items, negatives=negatives,
-                      pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model, neg_valid=valid)
+                      pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model, neg_valid=valid,
+                      draws=draws)
     value = loss(batch)
     # a loss that freezes the backbone for this step (an adversary's epoch) freezes it entirely
     extra = model.extra_loss(queries.users, queries.items) if loss.trains_backbone else None

@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from bench.app import compose
-from bench.contracts import TrainData
+from bench.contracts import TrainData, draws_per_row
 from bench.datasets.base import CSR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,6 +117,9 @@ class FixedScorer:
 
     def score_users(self, users: Tensor) -> Tensor:
         return self.scores[users]
+
+    def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
+        return self.scores[users.unsqueeze(1), draws_per_row(draws, users.numel())]
 
 
 @pytest.fixture

@@ -155,9 +155,8 @@ class SoftmaxLossAtK(RecLoss):
     @torch.no_grad()
     def after_step(self, batch: LossBatch) -> None:
         if self.refreshing and not self.per_query:
-            users = batch.require("users")
-            beta = self.estimator.estimate(batch.require("scorer"), users, batch.require("negatives"), self.k)
-            self.beta[users] = beta.to(self.beta.dtype)
+            beta = self.estimator.estimate_batch(batch, self.k)
+            self.beta[batch.require("users")] = beta.to(self.beta.dtype)
 
     @torch.no_grad()
     def diagnostics(self, scorer: Scorer) -> dict[str, float]:

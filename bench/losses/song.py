@@ -105,7 +105,7 @@ class SONGAtK(RecLoss):
             u = (1 - self.gamma0) * self.u[pair_ids] + self.gamma0 * g.detach()
             self.u[pair_ids] = u
             if self.estimator is not None and self.k > 0:
-                estimate = self.estimator.estimate(batch.require("scorer"), users, batch.require("negatives"), self.k)
+                estimate = self.estimator.estimate_batch(batch, self.k)
                 self.lam[users] = estimate.to(self.lam.dtype)
             lam = self.lam[users]
             weight = song_weights(pos, u, lam, self.idcg[users], self.n_items, self.alpha if self.k > 0 else None)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bench.contracts import Queries, TrainData, score_candidates
+from bench.contracts import Queries, TrainData, grouped_scores, score_candidates
 from bench.errors import ConfigError
 
 SCORES = ("dot", "cosine")
@@ -99,6 +99,12 @@ class EmbeddingModel(nn.Module):
         """(B, n_items) scores of all items for ``users`` (B,), with gradient."""
         user_emb, item_emb = self.embeddings()
         return self.normalise(user_emb[users]) @ self.normalise(item_emb).T
+
+    def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
+        """(B, M) scores of each row's group draw, ``draws`` (G, M)
+        (:meth:`bench.contracts.Scorer.score_groups`)."""
+        user_emb, item_emb = self.embeddings()
+        return grouped_scores(self.normalise(user_emb[users]), self.normalise(item_emb[draws]))
 
     # evaluation ---------------------------------------------------------------------------
     @torch.no_grad()

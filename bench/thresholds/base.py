@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
+from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData, draws_per_row
 from bench.datasets.base import CSR
 from bench.errors import ConfigError
 
@@ -109,6 +109,20 @@ class ThresholdEstimator(nn.Module):
             k: the rank K.
         """
         raise NotImplementedError
+
+    @torch.no_grad()
+    def estimate_shared(self, scorer: Scorer, users: Tensor, draws: Tensor, k: int) -> Tensor:
+        """:meth:`estimate` when the negatives are shared draws: ``draws`` (G, N), one per
+        group of consecutive rows (:func:`bench.contracts.draws_per_row`). By default the
+        draws are expanded to per-row negatives; an estimator may score each draw once."""
+        return self.estimate(scorer, users, draws_per_row(draws, users.numel()), k)
+
+    def estimate_batch(self, batch: LossBatch, k: int) -> Tensor:
+        """(B,) estimates for a training batch's rows, from its negatives or shared draws."""
+        scorer, users = batch.require("scorer"), batch.require("users")
+        if batch.draws is not None:
+            return self.estimate_shared(scorer, users, batch.draws.view(-1, batch.draws.shape[-1]), k)
+        return self.estimate(scorer, users, batch.require("negatives"), k)
 
 
 def positive_cap(train: CSR, positives: str) -> int | None:

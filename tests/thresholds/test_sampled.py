@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from bench.contracts import draws_per_row
 from bench.thresholds import build as build_estimator
 
 
@@ -53,3 +54,52 @@ def test_sampling_with_replacement_without_dedup_overestimates(fixed_scorer, tra
         safe = build_estimator("sampled", path=path)
         safe.bind(data)
         assert safe.estimate(model, torch.tensor([0]), negatives, 2).item() == 4.0  # items 0, 5 (score 4)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_shared_draws_scored_once_per_group_give_the_per_row_estimate(seed, fixed_scorer, train_data):
+    # shared negatives: one draw per group of rows, with repeats and with the rows' own
+    # positives in it; scoring each draw once must count exactly the same item set per row
+    # as the per-row path (positives first, every item once)
+    gen = torch.Generator().manual_seed(seed)
+    n_users, n_items = 9, int(torch.randint(10, 40, (1,), generator=gen))
+    scores = torch.randn(n_users, n_items, generator=gen)
+    positives = {u: torch.randperm(n_items, generator=gen)[: int(torch.randint(1, 8, (1,), generator=gen))].tolist()
+                 for u in range(n_users)}
+    data = train_data(n_users, n_items, positives)
+    model = fixed_scorer(scores)
+    users = torch.randint(0, n_users, (int(torch.randint(5, 30, (1,), generator=gen)),), generator=gen)
+    groups = int(torch.randint(1, 5, (1,), generator=gen))
+    draws = torch.randint(0, n_items, (groups, int(torch.randint(3, 25, (1,), generator=gen))), generator=gen)
+    for positives_mode in ("p90", "all"):
+        est = build_estimator("sampled", positives=positives_mode, path="sparse")
+        est.bind(data)
+        for k in (1, 4, 12):
+            per_row = est.estimate(model, users, draws_per_row(draws, users.numel()), k)
+            assert torch.equal(est.estimate_shared(model, users, draws, k), per_row)
+            # and the set statistic itself, by brute force over Python sets
+            size = -(-users.numel() // groups)
+            for r, u in enumerate(users.tolist()):
+                listed = set(sorted(positives[u])[: est.cap] if est.cap else positives[u])
+                items = sorted(listed | set(draws[r // size].tolist()))
+                want = scores[u, items].sort(descending=True).values
+                assert per_row[r].item() == (want[k - 1].item() if len(items) >= k else float("-inf"))
+
+
+def test_shared_estimate_matches_per_row_on_an_mf_model(train_data):
+    # the backbone's score_groups (a batched matmul) against score_items (a gather): same
+    # numbers up to summation order
+    from bench.models.mf import MF
+
+    torch.manual_seed(0)
+    n_users, n_items = 50, 300
+    positives = {u: torch.randperm(n_items)[:12].tolist() for u in range(n_users)}
+    data = train_data(n_users, n_items, positives)
+    model = MF(n_users, n_items, dim=16)
+    users = torch.randint(0, n_users, (64,))
+    draws = torch.randint(0, n_items, (4, 3))
+    est = build_estimator("sampled", path="sparse")
+    est.bind(data)
+    got = est.estimate_shared(model, users, draws, 5)
+    want = est.estimate(model, users, draws_per_row(draws, users.numel()), 5)
+    torch.testing.assert_close(got, want)
