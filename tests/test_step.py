@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.app import CONFIG_DIR
-from bench.contracts import GATHER_COST_IN_MACS, prefer_full_rows, score_candidates
+from bench.contracts import GATHER_COST_IN_MACS, prefer_full_rows, score_candidates, take_rows
 from bench.errors import ConfigError
 from bench.losses import build as build_loss
 from bench.losses.base import logsumexp_negatives, mean_over_negatives, row_mean
@@ -46,6 +46,37 @@ def test_both_scoring_paths_equal_the_formula(cosine, m):
     table = F.normalize(items_emb, dim=1) if cosine else items_emb
     want = torch.stack([table[items[r]] @ q[r] for r in range(7)])
     assert torch.allclose(score_candidates(q, items_emb, items, cosine), want, atol=1e-6)
+
+
+def _row_gather_gradient(gather, threads: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    try:
+        gen = torch.Generator().manual_seed(3)
+        table = torch.randn(500, 16, generator=gen, requires_grad=True)
+        ids = torch.randint(0, 500, (64, 300), generator=gen)  # ~38 repeats of each id
+        rows = gather(table, ids)
+        (grad,) = torch.autograd.grad((rows * torch.randn(64, 300, 16, generator=gen)).sum(), table)
+        return rows.detach(), grad
+    finally:
+        torch.set_num_threads(before[0])
+        torch.use_deterministic_algorithms(before[1], warn_only=True)
+
+
+def test_take_rows_is_advanced_indexing_to_the_last_bit_and_thread_independent():
+    # the step gathers item rows with index_select (faster on CPU); runs must not change: with
+    # the runs' deterministic kernels its rows and accumulated gradient equal table[ids]'s
+    # exactly, at one thread and at two
+    index = lambda table, ids: table[ids]
+    for threads in (1, 2):
+        rows, grad = _row_gather_gradient(take_rows, threads, deterministic=True)
+        want_rows, want_grad = _row_gather_gradient(index, threads, deterministic=True)
+        assert rows.shape == (64, 300, 16) and torch.equal(rows, want_rows)
+        assert torch.equal(grad, want_grad)
+    # and without them it still accumulates in id order (advanced indexing's backward does not
+    # at two threads, which is why runs default to deterministic kernels)
+    assert torch.equal(_row_gather_gradient(take_rows, 2, deterministic=False)[1], want_grad)
 
 
 def test_train_step_scores_the_drawn_negatives_and_builds_the_loss_inputs(data):

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bench.contracts import Queries, TrainData, grouped_scores, score_candidates
+from bench.contracts import Queries, TrainData, grouped_scores, score_candidates, take_rows
 from bench.errors import ConfigError
 
 SCORES = ("dot", "cosine")
@@ -80,7 +80,7 @@ class EmbeddingModel(nn.Module):
         """
         users, items, pair_ids = rows[:, 0], rows[:, 1], rows[:, 2]
         user_emb, item_emb = self.embeddings()
-        return Queries(users=users, items=items, pair_ids=pair_ids, vectors=self.normalise(user_emb[users]),
+        return Queries(users=users, items=items, pair_ids=pair_ids, vectors=self.normalise(take_rows(user_emb, users)),
                        item_emb=item_emb, cosine=self.cosine)
 
     # the Scorer protocol -----------------------------------------------------------------
@@ -93,18 +93,18 @@ class EmbeddingModel(nn.Module):
             (B, M) scores s_ui, with gradient.
         """
         user_emb, item_emb = self.embeddings()
-        return score_candidates(self.normalise(user_emb[users]), item_emb, items, self.cosine)
+        return score_candidates(self.normalise(take_rows(user_emb, users)), item_emb, items, self.cosine)
 
     def score_users(self, users: Tensor) -> Tensor:
         """(B, n_items) scores of all items for ``users`` (B,), with gradient."""
         user_emb, item_emb = self.embeddings()
-        return self.normalise(user_emb[users]) @ self.normalise(item_emb).T
+        return self.normalise(take_rows(user_emb, users)) @ self.normalise(item_emb).T
 
     def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
         """(B, M) scores of each row's group draw, ``draws`` (G, M)
         (:meth:`bench.contracts.Scorer.score_groups`)."""
         user_emb, item_emb = self.embeddings()
-        return grouped_scores(self.normalise(user_emb[users]), self.normalise(item_emb[draws]))
+        return grouped_scores(self.normalise(take_rows(user_emb, users)), self.normalise(take_rows(item_emb, draws)))
 
     # evaluation ---------------------------------------------------------------------------
     @torch.no_grad()

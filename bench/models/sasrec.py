@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from bench.contracts import Queries, TrainData, grouped_scores, score_candidates
+from bench.contracts import Queries, TrainData, grouped_scores, score_candidates, take_rows
 from bench.errors import ConfigError
 from bench.models import MODELS
 from bench.models.base import EmbeddingModel
@@ -183,7 +183,8 @@ class SASRec(EmbeddingModel):
         return self.normalise(self.user_states(users)) @ self.normalise(self._item_emb()).T
 
     def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
-        return grouped_scores(self.normalise(self.user_states(users)), self.normalise(self._item_emb()[draws]))
+        drawn = self.normalise(take_rows(self._item_emb(), draws))
+        return grouped_scores(self.normalise(self.user_states(users)), drawn)
 
     @torch.no_grad()
     def full_scorer(self, stage: str = "valid") -> Callable[[Tensor], Tensor]:
