@@ -223,6 +223,33 @@ def test_chunked_rows_give_the_same_values_and_gradients():
         torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-13)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_neural_ndcg_of_lists_of_very_different_lengths_equals_each_list_alone(transposed):
+    # NeuralNDCG groups rows by width and cuts each group to its widest row: every list's value and
+    # gradient must be what it gets alone, at its own length, and padding must get no gradient
+    gen = torch.Generator().manual_seed(5)
+    lengths = [3, 40, 1, 9, 0, 17, 5, 40, 2, 26, 12, 8]
+    n, width = len(lengths), max(lengths) + 3
+    scores = torch.randn(n, width, generator=gen, dtype=torch.float64)
+    labels = torch.randint(0, 3, (n, width), generator=gen)
+    mask = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+    mask[3, 1] = False  # a hole inside a list: its width is still its last valid column + 1
+    s = scores.clone().requires_grad_(True)
+    loss, counted = neural_ndcg(s, labels, mask, tau=0.2, k=5, transposed=transposed)
+    loss.sum().backward()
+    for r, length in enumerate(lengths):
+        w = max(length, 1)
+        alone = scores[r:r + 1, :w].clone().requires_grad_(True)
+        want, want_counted = neural_ndcg(alone, labels[r:r + 1, :w], mask[r:r + 1, :w], tau=0.2, k=5,
+                                         transposed=transposed)
+        want.sum().backward()
+        torch.testing.assert_close(loss[r], want[0], rtol=1e-12, atol=1e-14)
+        assert bool(counted[r]) == bool(want_counted[0])
+        torch.testing.assert_close(s.grad[r, :w], alone.grad[0], rtol=1e-10, atol=1e-13)
+        assert (s.grad[r, w:] == 0).all()
+    assert loss[4] == 0 and not counted[4]  # the empty list
+
+
 @pytest.mark.parametrize("case", ["approx", "approx_k", "neural", "neural_k_transposed"])
 def test_gradcheck(case):
     scores, labels, mask = _batch(9, length=5)
