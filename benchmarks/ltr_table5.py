@@ -10,15 +10,21 @@ Three stages, each resumable (completed runs are kept, so a stage can be spread 
    peaks at tau 5, and with tau_d = 5 SL@5 collapses (validation NDCG@5 <= .44 against .63), so a
    comparison on that protocol alone would be unfair to SL@K. The extra trials favour SL@K, never
    the other way round.
-2. ``final``: each loss with its chosen setting on every fold and seed (5 x 3 by default).
+2. ``final``: each loss with its chosen setting on every fold and seed (5 x 3 by default). Every
+   finished run goes into a committed ledger (``--ledger``, default ``benchmarks/results/ltr``:
+   ``<dataset>/final_<loss>_fold<k>.csv``, :mod:`bench.results.ledger`); a run the ledger holds is
+   not run again, so the 15 runs of a loss can be spread over machines whose run folders are gone.
+   Without the tuning run folders, the choice is read from the committed ``tuning.csv`` (the
+   tuning stage's record, written by ``report``).
 3. ``report``: NDCG@5 per loss (mean over the fold x seed runs, 95% t-interval over them), the
    change against SL with a paired t-test over (fold, seed) pairs and a paired Wilcoxon test over
    test queries (each query's NDCG@5 averaged over seeds; every query is in one fold's test
-   split), Holm-corrected over the losses; written as ``summary.md`` / ``summary.csv`` / ``tuning.csv``.
+   split; only where the run folders are here), Holm-corrected over the losses; written as
+   ``summary.md`` / ``summary.csv`` / ``tuning.csv``.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/ltr_table5.py tune|final|report
         [--dataset mq2008] [--losses sl slk ...] [--folds 1,2,3,4,5] [--seeds 0,1,2]
-        [--runs /tmp/ltr-runs] [--out benchmarks/results/ltr/mq2008]
+        [--runs /tmp/ltr-runs] [--out benchmarks/results/ltr/mq2008] [--ledger benchmarks/results/ltr]
 
 The runs use ``+experiment=ltr/<dataset>`` (the scorer, schedule and early stopping).
 """
@@ -39,6 +45,7 @@ from scipy import stats
 from bench.report.stats import holm, t_interval
 from bench.results import COMPLETED, RunResult, find_runs
 from bench.results.io import read_per_user
+from bench.results.ledger import finish_recorded, ledger_row, read_ledger, update_ledger
 
 METRIC = "ndcg@5"
 #: six settings per loss: the same tuning budget for each
@@ -81,16 +88,17 @@ def completed(folder: Path) -> list[RunResult]:
     return [r for r in runs if r.status == COMPLETED]
 
 
-def inherited(loss: str, runs: Path) -> list[str]:
+def inherited(loss: str, runs: Path, record: Path | None = None) -> list[str]:
     """The values ``loss`` takes from another loss's chosen setting (SL@K's tau_d = SL's tau)."""
     if loss not in INHERITS:
         return []
     source, key, target = INHERITS[loss]
-    done = {setting_of(r, source) for r in completed(runs / "tune" / source)}
-    if any(tuple(sorted(s)) not in done for s in grid_settings(source, runs)):
+    grid = grid_settings(source, runs, record)
+    table = tuning_table(source, runs, record, grid)
+    if len(table) < len(grid):
         raise SystemExit(f"{loss} takes {target} from {source}'s tuned {key}: finish {source}'s tuning first "
                          f"(tune --losses {source} {loss})")
-    value = dict(o.split("=", 1) for o in chosen(source, runs)[0])[key]
+    value = dict(o.split("=", 1) for o in chosen(source, runs, record)[0])[key]
     return [f"{target}={value}"]
 
 
@@ -102,8 +110,8 @@ def _product(grid: dict[str, list]) -> list[list[str]]:
             for values in itertools.product(*(grid[k] for k in keys))]
 
 
-def grid_settings(loss: str, runs: Path) -> list[list[str]]:
-    fixed = inherited(loss, runs)
+def grid_settings(loss: str, runs: Path, record: Path | None = None) -> list[list[str]]:
+    fixed = inherited(loss, runs, record)
     return [[*fixed, *s] for s in _product(GRIDS[loss])] + _product(MORE_GRIDS.get(loss, {}))
 
 
@@ -132,31 +140,64 @@ def tune(dataset: str, losses: list[str], runs: Path) -> None:
             bench([*base, *setting], folder / f"part{parts + i + 1}")
 
 
-def chosen(loss: str, runs: Path) -> tuple[list[str], pd.DataFrame]:
-    """The loss's best tuning setting (by validation NDCG@5) and its tuning table; only runs of the
-    current grid count (a grid changed after some runs must not give a loss more trials than another)."""
-    grid = {tuple(sorted(s)) for s in grid_settings(loss, runs)}
+def tuning_table(loss: str, runs: Path, record: Path | None, grid: list[list[str]]) -> pd.DataFrame:
+    """The loss's finished tuning runs of ``grid`` (setting, validation NDCG@5, best epoch): from the run
+    folders under ``runs``, or, when there are none, from ``record`` (a committed ``tuning.csv``). Only
+    runs of the current grid count (a grid changed after some runs must not give a loss more trials)."""
+    keys = {tuple(sorted(s)) for s in grid}
     rows = [{"loss": loss, "setting": " ".join(setting_of(r, loss)), "val_" + METRIC: r.best_val,
-             "epoch": r.best.get("epoch")} for r in completed(runs / "tune" / loss) if setting_of(r, loss) in grid]
-    table = pd.DataFrame(rows)
+             "epoch": r.best.get("epoch")} for r in completed(runs / "tune" / loss) if setting_of(r, loss) in keys]
+    if not rows and record is not None and record.is_file():
+        held = pd.read_csv(record)
+        held = held[(held["loss"] == loss) & held["setting"].map(lambda x: tuple(sorted(str(x).split())) in keys)]
+        rows = held.to_dict("records")
+    return pd.DataFrame(rows, columns=["loss", "setting", "val_" + METRIC, "epoch"])
+
+
+def chosen(loss: str, runs: Path, record: Path | None = None) -> tuple[list[str], pd.DataFrame]:
+    """The loss's best tuning setting (by validation NDCG@5) and its tuning table
+    (:func:`tuning_table`)."""
+    table = tuning_table(loss, runs, record, grid_settings(loss, runs, record))
     if table.empty:
-        raise SystemExit(f"{loss}: no finished tuning run of its grid under {runs / 'tune' / loss}; "
-                         "run the tune stage")
+        raise SystemExit(f"{loss}: no finished tuning run of its grid under {runs / 'tune' / loss}"
+                         f"{'' if record is None else f' nor in {record}'}; run the tune stage")
     best = table.loc[table["val_" + METRIC].idxmax(), "setting"]
     return str(best).split(), table
 
 
-def final(dataset: str, losses: list[str], folds: list[int], seeds: list[int], runs: Path) -> None:
+def final_ledger(ledger: Path, dataset: str, loss: str, fold: int) -> Path:
+    """One ledger per loss and fold (a ledger holds runs on one data version; each fold is its own)."""
+    return ledger / dataset / f"final_{loss}_fold{fold}.csv"
+
+
+def final(dataset: str, losses: list[str], folds: list[int], seeds: list[int], runs: Path, ledger: Path,
+          record: Path | None = None) -> None:
     for loss in losses:
-        setting, _ = chosen(loss, runs)
-        folder = runs / "final" / loss
-        have = {(r.config["dataset"]["fold"], r.seed) for r in completed(folder)}
+        setting, _ = chosen(loss, runs, record)
         for fold in folds:
-            todo = [s for s in seeds if (fold, s) not in have]
-            if todo:
-                bench([f"+experiment=ltr/{dataset}", f"loss={loss}", *FIXED.get(loss, []), *setting,
-                       f"dataset.fold={fold}", f"seed={','.join(map(str, todo))}"],
-                      folder / f"fold{fold}-seeds-{'-'.join(map(str, todo))}")
+            for seed in seeds:
+                overrides = [f"+experiment=ltr/{dataset}", f"loss={loss}", *FIXED.get(loss, []), *setting,
+                             f"dataset.fold={fold}", f"seed={seed}", "logger=csv"]
+                done = finish_recorded(runs / "final" / loss / f"fold{fold}-seed{seed}", overrides,
+                                       final_ledger(ledger, dataset, loss, fold), one_setting=False)
+                print(f"{loss} fold {fold} seed {seed}: {done}", flush=True)
+
+
+def final_values(loss: str, runs: Path, ledger: Path | None, dataset: str) -> tuple[dict, list[RunResult]]:
+    """``{(fold, seed): test NDCG@5}`` of the loss's final runs, from its ledgers and the run folders here
+    (which are recorded into the ledgers first), and those run folders (for per-query tests)."""
+    done = completed(runs / "final" / loss)
+    values: dict[tuple[int, int], float] = {}
+    if ledger is not None:
+        for res in done:
+            update_ledger(final_ledger(ledger, dataset, loss, int(res.config["dataset"]["fold"])), [ledger_row(res)],
+                          one_setting=False)
+        for path in sorted((ledger / dataset).glob(f"final_{loss}_fold*.csv")):
+            fold = int(path.stem.rsplit("fold", 1)[1])
+            values.update({(fold, int(row["seed"])): float(row["test/" + METRIC])  # type: ignore[call-overload,arg-type]
+                           for row in read_ledger(path)})
+    values.update({(int(r.config["dataset"]["fold"]), int(r.seed)): float(r.test[METRIC]) for r in done})
+    return values, done
 
 
 def per_query(run: RunResult) -> pd.Series:
@@ -167,14 +208,15 @@ def per_query(run: RunResult) -> pd.Series:
     return pd.Series(metrics[METRIC], index=pd.MultiIndex.from_arrays([[fold] * len(queries), queries]))
 
 
-def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl") -> str:
-    choices = {loss: chosen(loss, runs) for loss in losses}  # each tuning folder read once
+def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl", ledger: Path | None = None,
+           dataset: str = "mq2008") -> str:
+    record = out / "tuning.csv"
+    choices = {loss: chosen(loss, runs, record) for loss in losses}  # each tuning folder read once
     tuning = pd.concat([table for _, table in choices.values()], ignore_index=True)
     values: dict[str, dict[tuple[int, int], float]] = {}
     queries: dict[str, pd.Series] = {}
     for loss in losses:
-        done = completed(runs / "final" / loss)
-        values[loss] = {(r.config["dataset"]["fold"], r.seed): r.test[METRIC] for r in done}
+        values[loss], done = final_values(loss, runs, ledger, dataset)
         by_seed = [per_query(r) for r in done]
         queries[loss] = pd.concat(by_seed, axis=1).mean(axis=1) if by_seed else pd.Series(dtype=float)
     rows, pvalues = [], []
@@ -191,7 +233,10 @@ def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl") -> st
             p_runs = float(stats.ttest_rel(x, y).pvalue)
             common = queries[loss].index.intersection(queries[baseline].index)
             diff = queries[loss][common] - queries[baseline][common]
-            p_queries = float(stats.wilcoxon(diff[diff != 0]).pvalue) if (diff != 0).sum() > 0 else 1.0
+            if len(common) == 0:  # run folders not here (runs from the ledger only): no per-query test
+                p_queries = math.nan
+            else:
+                p_queries = float(stats.wilcoxon(diff[diff != 0]).pvalue) if (diff != 0).sum() > 0 else 1.0
         pvalues.append(p_queries)
         rows.append({"loss": NAMES.get(loss, loss), "runs": ci["n"], METRIC: ci["mean"], "ci_half": ci["ci_half"],
                      "vs_" + baseline: change, "p_runs": p_runs, "p_queries": p_queries,
@@ -225,15 +270,18 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--runs", type=Path, default=Path("ltr-runs"))
     parser.add_argument("--out", type=Path, default=None, help="default benchmarks/results/ltr/<dataset>")
+    parser.add_argument("--ledger", type=Path, default=Path("benchmarks/results/ltr"),
+                        help="where the committed ledgers of final runs go (<dataset>/final_<loss>_fold<k>.csv)")
     args = parser.parse_args()
     runs = args.runs / args.dataset
+    out = args.out or Path("benchmarks/results/ltr") / args.dataset
     if args.stage == "tune":
         tune(args.dataset, args.losses, runs)
     elif args.stage == "final":
         final(args.dataset, args.losses, [int(f) for f in args.folds.split(",")],
-              [int(s) for s in args.seeds.split(",")], runs)
+              [int(s) for s in args.seeds.split(",")], runs, args.ledger, out / "tuning.csv")
     else:
-        print(report(args.losses, runs, args.out or Path("benchmarks/results/ltr") / args.dataset), end="")
+        print(report(args.losses, runs, out, ledger=args.ledger, dataset=args.dataset), end="")
     return 0
 
 

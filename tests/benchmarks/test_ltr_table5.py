@@ -96,3 +96,35 @@ def test_the_choice_reads_validation_only_and_the_report_pairs_folds_and_seeds(s
     p = stats.wilcoxon(diff[diff != 0]).pvalue
     assert f"{p:.2g}" in table["SL@5"]  # one comparison: Holm leaves it as is
     assert (tmp_path / "out" / "summary.csv").is_file() and (tmp_path / "out" / "tuning.csv").is_file()
+
+
+def test_final_runs_outlive_their_folders_in_the_ledger_and_the_choice_in_tuning_csv(script, tmp_path):
+    # a later session has neither the tuning nor the final run folders: the choice comes from the
+    # committed tuning.csv, the runs from the ledgers (one per loss and fold); only the per-query test,
+    # which needs per-query files, is gone
+    import shutil
+
+    runs, out, ledger = tmp_path / "mq2008", tmp_path / "out", tmp_path / "ledger"
+    for i, tau in enumerate((0.1, 0.2, 0.5, 1.0, 2.0, 5.0)):
+        _run(runs / f"tune/sl/part0/{i}", "sl", [f"loss.tau={tau}"], 1, 0, val=0.65 if tau == 0.5 else 0.6, test=0.0)
+    _run(runs / "tune/slk/part1/0", "slk", ["loss.tau_d=0.2", "loss.tau_w=2.5"], 1, 0, val=0.62, test=0.0)
+    sl = {(1, 0): 0.50, (1, 1): 0.52, (2, 0): 0.48, (2, 1): 0.47}
+    slk = {(1, 0): 0.55, (1, 1): 0.56, (2, 0): 0.50, (2, 1): 0.52}
+    for loss, values in (("sl", sl), ("slk", slk)):
+        for (fold, seed), v in values.items():
+            _run(runs / f"final/{loss}/fold{fold}-seed{seed}", loss, [], fold, seed, 0.6, v, [v, v / 2, 0.1, 0.9])
+    first = script.report(["sl", "slk"], runs, out, ledger=ledger)
+    assert sorted(p.name for p in (ledger / "mq2008").iterdir()) == [
+        "final_sl_fold1.csv", "final_sl_fold2.csv", "final_slk_fold1.csv", "final_slk_fold2.csv"]
+    shutil.rmtree(runs)
+    assert script.chosen("sl", runs, out / "tuning.csv")[0] == ["loss.tau=0.5"]
+    assert script.grid_settings("slk", runs, out / "tuning.csv")[0][0] == "loss.tau_d=0.5"  # SL's tau, inherited
+    again = script.report(["sl", "slk"], runs, out, ledger=ledger)
+    row = lambda text: {r.split("|")[1].strip(): r.split("|") for r in text.splitlines()[2:]}["SL@5"]
+    before, after = row(first), row(again)
+    assert before[2:6] == after[2:6]  # mean ± CI, runs, change, p over (fold, seed) pairs
+    x, y = np.array([slk[p] for p in sorted(slk)]), np.array([sl[p] for p in sorted(sl)])
+    assert f"{stats.ttest_rel(x, y).pvalue:.2g}" in after[5] and f"{x.mean():.4f}" in after[2]
+    assert before[6].strip() and not after[6].strip()  # the per-query test needs the run folders
+    with pytest.raises(SystemExit, match="run the tune stage"):
+        script.chosen("listnet", runs, out / "tuning.csv")
