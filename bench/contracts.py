@@ -60,7 +60,7 @@ def draws_per_row(draws: Tensor, n_rows: int) -> Tensor:
     expanded view, no copy) or (G, M), one per group of consecutive rows (:func:`group_layout`)."""
     if draws.dim() == 1:
         return draws.expand(n_rows, -1)
-    size = -(-n_rows // draws.shape[0])
+    size, _ = group_layout(n_rows, draws.shape[0])
     return draws.repeat_interleave(size, 0)[:n_rows]
 
 
@@ -75,7 +75,7 @@ def grouped_scores(vectors: Tensor, drawn: Tensor) -> Tensor:
     """
     n_groups = drawn.shape[0]
     p, dim = vectors.shape
-    size = -(-p // n_groups)
+    size, _ = group_layout(p, n_groups)
     padded = F.pad(vectors, (0, 0, 0, n_groups * size - p)).view(n_groups, size, dim)
     return torch.bmm(padded, drawn.transpose(1, 2)).reshape(-1, drawn.shape[1])[:p]
 
@@ -141,10 +141,12 @@ class Scorer(Protocol):
         """(B,) users -> (B, n_items) scores of every item."""
         ...
 
-    def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
-        """(B,) users, (G, M) item ids -> (B, M) scores of each row's group draw (row r in
-        group r // ceil(B / G), :func:`draws_per_row`), as :meth:`score_items` of the expanded
-        ids but without gathering an item row per user."""
+    def score_groups(self, users: Tensor, items: Tensor, draws: Tensor) -> tuple[Tensor, Tensor]:
+        """(B,) users, (B, L) item ids of each row, (G, M) item ids of each group's draw ->
+        (B, L) scores of the row's own items and (B, M) scores of its group's draw (row r in
+        group r // ceil(B / G), :func:`draws_per_row`): :meth:`score_items` of the row's items
+        and of the expanded draw, but with one encoding of the users (one propagation of a
+        graph backbone) and no item row gathered per user for the draws."""
         ...
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bench.contracts import group_layout
 from bench.datasets.base import CSR
 from bench.errors import ConfigError, DataError
 
@@ -145,7 +146,7 @@ class UniformNegativeSampler:
         train = self.train.on(users.device)
         draws = items.reshape(-1, items.shape[-1])
         n_groups, m = draws.shape
-        size = -(-users.numel() // n_groups)
+        size, _ = group_layout(users.numel(), n_groups)
         rows, positives = train.gather_rows(users)
         # draw entries and (row, positive) pairs as keys group * |I| + item; the draw's columns
         # sorted by key, and where each pair's key starts in that order and how often it occurs:

@@ -118,8 +118,8 @@ class FixedScorer:
     def score_users(self, users: Tensor) -> Tensor:
         return self.scores[users]
 
-    def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
-        return self.scores[users.unsqueeze(1), draws_per_row(draws, users.numel())]
+    def score_groups(self, users: Tensor, items: Tensor, draws: Tensor) -> tuple[Tensor, Tensor]:
+        return self.score_items(users, items), self.score_items(users, draws_per_row(draws, users.numel()))
 
 
 @pytest.fixture

@@ -100,11 +100,13 @@ class EmbeddingModel(nn.Module):
         user_emb, item_emb = self.embeddings()
         return self.normalise(take_rows(user_emb, users)) @ self.normalise(item_emb).T
 
-    def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
-        """(B, M) scores of each row's group draw, ``draws`` (G, M)
-        (:meth:`bench.contracts.Scorer.score_groups`)."""
+    def score_groups(self, users: Tensor, items: Tensor, draws: Tensor) -> tuple[Tensor, Tensor]:
+        """(B, L) scores of each row's ``items`` and (B, M) of its group's draw, ``draws`` (G, M),
+        from one call of :meth:`embeddings` (:meth:`bench.contracts.Scorer.score_groups`)."""
         user_emb, item_emb = self.embeddings()
-        return grouped_scores(self.normalise(take_rows(user_emb, users)), self.normalise(take_rows(item_emb, draws)))
+        queries = self.normalise(take_rows(user_emb, users))
+        return (score_candidates(queries, item_emb, items, self.cosine),
+                grouped_scores(queries, self.normalise(take_rows(item_emb, draws))))
 
     # evaluation ---------------------------------------------------------------------------
     @torch.no_grad()

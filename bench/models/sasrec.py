@@ -182,9 +182,11 @@ class SASRec(EmbeddingModel):
     def score_users(self, users: Tensor) -> Tensor:
         return self.normalise(self.user_states(users)) @ self.normalise(self._item_emb()).T
 
-    def score_groups(self, users: Tensor, draws: Tensor) -> Tensor:
-        drawn = self.normalise(take_rows(self._item_emb(), draws))
-        return grouped_scores(self.normalise(self.user_states(users)), drawn)
+    def score_groups(self, users: Tensor, items: Tensor, draws: Tensor) -> tuple[Tensor, Tensor]:
+        # one encoder pass over the users' histories serves both the rows' items and the draws
+        states = self.normalise(self.user_states(users))
+        return (score_candidates(states, self._item_emb(), items, self.cosine),
+                grouped_scores(states, self.normalise(take_rows(self._item_emb(), draws))))
 
     @torch.no_grad()
     def full_scorer(self, stage: str = "valid") -> Callable[[Tensor], Tensor]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.contracts import GATHER_COST_IN_MACS, Scorer, prefer_full_rows
+from bench.contracts import GATHER_COST_IN_MACS, Scorer, draws_per_row, group_layout, prefer_full_rows
 from bench.errors import ConfigError
 from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
@@ -43,7 +43,11 @@ class SampledEstimator(SampleEstimator):
 
     @torch.no_grad()
     def estimate(self, scorer: Scorer, users: Tensor, negatives: Tensor, k: int) -> Tensor:
-        pos_items, valid = self.positive_items(users)
+        return self._estimate(scorer, users, *self.positive_items(users), negatives, k)
+
+    def _estimate(self, scorer: Scorer, users: Tensor, pos_items: Tensor, valid: Tensor, negatives: Tensor,
+                  k: int) -> Tensor:
+        """:meth:`estimate` given the rows' capped positives (B, L) and their ``valid`` mask."""
         items = torch.cat([pos_items, negatives], dim=1)
         dense = self.path == "dense" or (self.path == "auto" and prefer_full_rows(items.shape[1], scorer.n_items))
         if self.dedup and dense:
@@ -68,8 +72,9 @@ class SampledEstimator(SampleEstimator):
     def estimate_shared(self, scorer: Scorer, users: Tensor, draws: Tensor, k: int) -> Tensor:
         """:meth:`estimate` over the same item sets (each row's capped positives and its group's
         draw, every item once), with each draw scored once per group by a matmul
-        (:meth:`~bench.contracts.Scorer.score_groups`) instead of a (B, P + N, d) gather and a
-        (B, P + N) sort; the dense path and ``dedup=False`` take :meth:`estimate`.
+        (:meth:`~bench.contracts.Scorer.score_groups`, one encoding of the users for positives and
+        draws) instead of a (B, P + N, d) gather and a (B, P + N) sort; the dense path and
+        ``dedup=False`` take :meth:`estimate`'s path, with the positives gathered once.
 
         Args:
             draws: (G, N) item ids, one draw per group of consecutive rows.
@@ -79,22 +84,21 @@ class SampledEstimator(SampleEstimator):
         # gathered item rows (each positive, each draw once) against one full (B, I) matmul
         gathered = (b * pos_items.shape[1] + n_groups * n) * GATHER_COST_IN_MACS + b * n
         if self.path == "dense" or (self.path == "auto" and gathered >= b * scorer.n_items) or not self.dedup:
-            return super().estimate_shared(scorer, users, draws, k)
-        pos_scores = scorer.score_items(users, pos_items).masked_fill(~valid, float("-inf"))
-        drawn = scorer.score_groups(users, draws)
+            return self._estimate(scorer, users, pos_items, valid, draws_per_row(draws, b), k)
+        pos_scores, drawn = scorer.score_groups(users, pos_items, draws)
+        pos_scores = pos_scores.masked_fill(~valid, float("-inf"))
         # a repeated draw item counts once (its first occurrence): a stable sort per group
         ordered, order = torch.sort(draws, dim=1, stable=True)
         repeat = torch.zeros_like(draws, dtype=torch.bool)
         repeat[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
         first = torch.empty_like(repeat).scatter_(1, order, ~repeat)
-        size = -(-users.numel() // draws.shape[0])
-        group = torch.arange(users.numel(), device=users.device) // size
+        size, _ = group_layout(b, n_groups)
+        group = torch.arange(b, device=users.device) // size
         keep = first[group]
         # a draw item that is one of the row's listed positives is already counted there:
         # look each positive up in its group's sorted draw (the first match is the kept copy)
-        at = torch.searchsorted(ordered[group], pos_items).clamp(max=draws.shape[1] - 1)
+        at = torch.searchsorted(ordered[group], pos_items).clamp(max=n - 1)
         listed = valid & (ordered[group[:, None], at] == pos_items)
-        rows = torch.arange(users.numel(), device=users.device)[:, None].expand_as(at)
+        rows = torch.arange(b, device=users.device)[:, None].expand_as(at)
         keep[rows[listed], order[group[:, None], at][listed]] = False
         return kth_largest(torch.cat([pos_scores, drawn.masked_fill(~keep, float("-inf"))], dim=1), k)
-

@@ -103,3 +103,38 @@ def test_shared_estimate_matches_per_row_on_an_mf_model(train_data):
     got = est.estimate_shared(model, users, draws, 5)
     want = est.estimate(model, users, draws_per_row(draws, users.numel()), 5)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("path", ["sparse", "dense"])
+def test_shared_estimate_encodes_users_once_and_gathers_positives_once(path, train_data, monkeypatch):
+    # a refresh step of a graph backbone: one propagation (embeddings()) for positives and draws
+    # together on the grouped path, and the positives looked up once on the dense fallback too
+    from bench.models.lightgcn import LightGCN
+
+    torch.manual_seed(0)
+    n_users, n_items = 40, 200
+    positives = {u: torch.randperm(n_items)[:6].tolist() for u in range(n_users)}
+    data = train_data(n_users, n_items, positives)
+    model = LightGCN(n_users, n_items, dim=8)
+    model.bind(data)
+    users = torch.randint(0, n_users, (32,))
+    draws = torch.randint(0, n_items, (4, 5))
+    est = build_estimator("sampled", path=path)
+    est.bind(data)
+    want = est.estimate(model, users, draws_per_row(draws, users.numel()), 5)
+    calls = {"embeddings": 0, "positives": 0}
+    embeddings, positive_items = model.embeddings, est.positive_items
+
+    def counted_embeddings():
+        calls["embeddings"] += 1
+        return embeddings()
+
+    def counted_positives(u):
+        calls["positives"] += 1
+        return positive_items(u)
+
+    monkeypatch.setattr(model, "embeddings", counted_embeddings)
+    monkeypatch.setattr(est, "positive_items", counted_positives)
+    got = est.estimate_shared(model, users, draws, 5)
+    assert calls == {"embeddings": 1, "positives": 1}
+    torch.testing.assert_close(got, want)
