@@ -33,6 +33,13 @@ from bench.contracts import TrainData, draws_per_row
 from bench.datasets.base import CSR
 
 REPO = Path(__file__).resolve().parents[1]
+
+# `pytest -n N` (pytest-xdist): each worker, and every run it starts in a subprocess, gets its
+# share of the cores; N workers with all cores each would oversubscribe them
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _threads = max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    torch.set_num_threads(_threads)
+    os.environ["OMP_NUM_THREADS"] = str(_threads)
 SHARED_DATA = Path(os.environ.get("BENCH_DATA_DIR") or REPO.parent / "shared" / "data")
 
 # a small synthetic problem and a short schedule: seconds per run on 2 CPU cores
