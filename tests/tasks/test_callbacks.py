@@ -8,7 +8,8 @@ import re
 import pytest
 
 from bench.run import train_and_test
-from bench.tasks.callbacks import StepProgressBar, early_stopping, progress_bar
+from bench.tasks import callbacks
+from bench.tasks.callbacks import StepProgressBar, TimeEstimate, early_stopping, progress_bar
 
 
 @pytest.mark.slow
@@ -22,8 +23,38 @@ def test_time_estimate_is_logged_after_the_first_steps_and_after_the_first_valid
     assert len(lines) == 2, lines
     assert re.fullmatch(r"time estimate: [\d.]+ s per epoch; 4 epochs ≈ \d+ s, plus validation \(timed at the "
                         r"first one\)", lines[0])
-    assert re.fullmatch(r"time estimate: [\d.]+ s per epoch; 4 epochs ≈ \d+ s, plus 2 validations of [\d.]+ s",
-                        lines[1])
+    assert re.fullmatch(r"time estimate: [\d.]+ s per epoch \(mean of 1 timed epoch\); 4 epochs ≈ \d+ s, plus 2 "
+                        r"validations of [\d.]+ s", lines[1])
+
+
+def test_the_estimate_after_the_first_validation_uses_the_timed_epochs_not_the_warm_up(monkeypatch, caplog):
+    # a fake clock: the first 2 steps take 10 s each (warm-up), later steps 1 s, 10 steps an
+    # epoch, 3 s per validation every 2 epochs; the first estimate scales the warm-up (100 s an
+    # epoch), the second averages the timed epochs after the first: epoch 0 is 10 + 10 + 8 = 28 s,
+    # epoch 1 10 s (its training part, validation apart), so 10 s an epoch, 4 epochs + 2 rounds
+    clock = [0.0]
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock[0])
+
+    class Trainer:
+        num_training_batches, max_epochs, check_val_every_n_epoch, sanity_checking = 10, 4, 2, False
+
+    est, trainer = TimeEstimate(after_batches=2), Trainer()
+    with caplog.at_level(logging.INFO, logger="bench.tasks.callbacks"):
+        for epoch in range(2):
+            est.on_train_epoch_start(trainer, None)
+            for step in range(10):
+                clock[0] += 10.0 if epoch == 0 and step < 2 else 1.0
+                est.on_train_batch_end(trainer, None, None, None, step)
+            if epoch == 1:
+                est.on_validation_start(trainer, None)
+                clock[0] += 3.0
+                est.on_validation_end(trainer, None)
+            est.on_train_epoch_end(trainer, None)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("time estimate:")]
+    assert lines == ["time estimate: 100.0 s per epoch; 4 epochs ≈ 7 min, plus validation (timed at the first one)",
+                     "time estimate: 10.0 s per epoch (mean of 1 timed epoch); 4 epochs ≈ 46 s, plus 2 validations "
+                     "of 3.00 s"]
+    assert est.epochs == [28.0, 10.0]
 
 
 def test_optional_callbacks_are_left_out_when_off():
