@@ -17,6 +17,8 @@ import ctypes
 import ctypes.util
 import logging
 
+import torch
+
 log = logging.getLogger(__name__)
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
@@ -47,3 +49,15 @@ def retain_freed_memory(enabled: bool = True) -> str:
     if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1 or mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) != 1:
         return "unavailable"
     return "retained"
+
+
+def skip_uninitialised_fill() -> None:
+    """Leave new tensors unfilled under deterministic kernels, as they are without them.
+
+    ``torch.use_deterministic_algorithms`` (``trainer.deterministic``, on by default) also makes
+    PyTorch fill every buffer it allocates uninitialised (``torch.empty``, most kernels' outputs)
+    with NaN, so that a kernel reading memory it never wrote would show. No kernel here does: every
+    case of ``benchmarks/identity_grid.py`` (each task, backbone, loss, estimator and negative
+    mode) gives the same numbers to the last bit with and without the fill. The fill writes each
+    new buffer once more, which was ~10% of a Gowalla shared step (sampled with py-spy)."""
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]  # a module property

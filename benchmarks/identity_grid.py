@@ -35,6 +35,13 @@ def cases() -> dict[str, list[str]]:
     out["cf-mf-lambdalossk-sampled"] = [*TINY, "loss=lambdalossk", "loss.ranks=sampled"]
     out["cf-mf-sl-n5"] = [*TINY, "loss=sl", "loss.n_negatives=5"]
     out["cf-mf-sl-dot-n5"] = [*TINY, "loss=sl", "loss.n_negatives=5", "model.score=dot"]
+    # shared negatives: one draw per batch, and a draw per group of rows (SL@K's refresh scores each draw once)
+    for model in ("mf", "lightgcn"):
+        for loss in ("sl", "slk", "songk"):
+            base = [*TINY, f"model={model}", f"loss={loss}", "train.negatives=shared"]
+            extra = ["loss.t_beta=1", "loss.diagnostics_users=32"] if loss == "slk" else []
+            out[f"cf-{model}-{loss}-shared"] = [*base, *extra]
+            out[f"cf-{model}-{loss}-shared-g4"] = [*base, "train.shared_groups=4", *extra]
     for loss in LOSSES:
         out[f"linkpred-gnn-{loss}"] = [*TINY[3:], "task=linkpred", "dataset=synthetic-graph", "model=gnn",
                                        f"loss={loss}"]

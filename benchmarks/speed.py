@@ -29,7 +29,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from bench.allocator import retain_freed_memory
+from bench.allocator import retain_freed_memory, skip_uninitialised_fill
 from bench.contracts import LossBatch, group_layout
 from bench.datasets import IRBenchmark, split_validation
 from bench.losses import build as build_loss
@@ -76,6 +76,7 @@ def main() -> None:
     retain_freed_memory(args.allocator == "retain")
     deterministic: Literal["warn"] | bool = "warn" if args.deterministic == "warn" else False
     torch.use_deterministic_algorithms(deterministic == "warn", warn_only=True)
+    skip_uninitialised_fill()  # as runs do (their module does it at fit start): the bare side alike
     adam = {"foreach": True} if args.adam == "foreach" else {"fused": True}
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)

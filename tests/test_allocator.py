@@ -1,4 +1,5 @@
-"""Freed-memory retention: large buffers freed between evaluation chunks are reused, not refaulted."""
+"""Freed-memory retention: large buffers freed between evaluation chunks are reused, not refaulted;
+runs under deterministic kernels skip PyTorch's NaN fill of new tensors."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from bench.allocator import retain_freed_memory
+from bench.run import train_and_test
 
 # three (2048 x 8192) score chunks (64 MiB each) ranked in turn, as an evaluation pass does;
 # prints the page faults of two such passes after a warm-up one, summed
@@ -41,3 +44,15 @@ def test_score_chunks_are_reused_without_page_faults_only_when_retained():
     # then (one chunk of three seen in a pass), so the bound is half of the unretained count
     assert runs["on"][0] == "retained" and runs["on"][1] < runs["off"][1] // 2
     assert retain_freed_memory(False) == "off"
+
+
+@pytest.mark.slow
+def test_a_run_keeps_deterministic_kernels_but_skips_their_nan_fill(tiny, make_cfg, tmp_path, monkeypatch):
+    # the fill is PyTorch's default once deterministic kernels are on; a run turns it off (and
+    # only it: the kernels stay deterministic, which the reliability tests hold to the last bit)
+    monkeypatch.setattr(torch.utils.deterministic, "fill_uninitialized_memory", True)
+    cfg = make_cfg([*tiny, "logger=none"], tmp_path)
+    assert cfg.trainer.deterministic == "warn"
+    train_and_test(cfg)
+    assert torch.are_deterministic_algorithms_enabled()
+    assert torch.utils.deterministic.fill_uninitialized_memory is False  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
+from bench.allocator import skip_uninitialised_fill
 from bench.distributed import gather_per_user
 from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
@@ -104,6 +105,12 @@ class RankingModule(L.LightningModule):
         if not isinstance(datamodule, RankingDataModule):
             raise TypeError("RankingModule needs a RankingDataModule: Trainer.fit(module, datamodule=...)")
         self.bind(datamodule)
+
+    def on_fit_start(self) -> None:
+        skip_uninitialised_fill()
+
+    def on_test_start(self) -> None:
+        skip_uninitialised_fill()
 
     def bind(self, datamodule: RankingDataModule) -> None:
         """Bind the backbone and the loss to the training data (once; before a checkpoint
