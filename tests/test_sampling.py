@@ -88,7 +88,7 @@ def test_grouped_shared_hits_match_a_dense_lookup_by_table_and_by_search(groups,
     per_row = draws.reshape(-1, 40).repeat_interleave(size, 0)[:64]
     dense = train.dense_rows(users).gather(1, per_row)
     found = []
-    for table in (sampling.MAX_KEY_TABLE, 0):  # the (G x |I|) count table, then the sorted search
+    for table in (sampling.MAX_KEY_TABLE, 0):  # the (G x |I|) membership table, then the sorted search alone
         monkeypatch.setattr(sampling, "MAX_KEY_TABLE", table)
         rows, cols = sampler.shared_hits(users, draws)
         mask = torch.zeros_like(dense)
