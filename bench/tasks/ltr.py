@@ -172,8 +172,14 @@ class ListEvaluator:
     def evaluate(self, model: Callable[[Tensor, Tensor], Tensor],
                  device: torch.device | str = "cpu") -> dict[str, Tensor]:
         """Per-query metrics of every evaluated query (see :meth:`evaluate_chunk`)."""
-        parts = [self.evaluate_chunk(model, chunk, device) for chunk in self.user_chunks()]
-        return {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
+        return {k: v.cpu() for k, v in self.metrics([self.evaluate_chunk(model, chunk, device)
+                                                      for chunk in self.user_chunks()]).items()}
+
+    @staticmethod
+    def metrics(parts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
+        """The per-query metrics of chunks (:meth:`evaluate_chunk`), concatenated in order: the
+        metrics stage of :meth:`bench.evaluation.FullRankingEvaluator.metrics`, done per chunk here."""
+        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]} if parts else {}
 
 
 class _Queries(Dataset):

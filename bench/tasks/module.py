@@ -17,7 +17,7 @@ from bench.allocator import skip_uninitialised_fill
 from bench.distributed import gather_per_user
 from bench.errors import ConfigError, TrainingDiverged
 from bench.evaluation import FullRankingEvaluator, mean_metrics
-from bench.evaluation.evaluator import split_tie_columns, tie_summary, tie_warning
+from bench.evaluation.evaluator import RankedChunk, split_tie_columns, tie_summary, tie_warning
 from bench.evaluation.per_edge import EDGE_COUNT, edge_summary
 from bench.evaluation.sampled import sampled_metrics, sampled_summary
 from bench.losses.base import RecLoss
@@ -96,7 +96,7 @@ class RankingModule(L.LightningModule):
         self.test_sampled: dict[str, Any] = {}
         self._sampled_means: dict[str, Any] = {}  # the same, of the latest evaluation pass
         self._warned_val_ties = False
-        self._parts: list[dict[str, Tensor]] = []
+        self._parts: list[RankedChunk] = []
         self._users: list[Tensor] = []
         self._scorer: Callable[[Tensor], Tensor] | None = None
 
@@ -185,7 +185,8 @@ class RankingModule(L.LightningModule):
             raise RuntimeError("the module was not set up with a data module")
         if self._scorer is None:  # embeddings once per evaluation pass, not per chunk
             self._scorer = self.model.full_scorer(stage)
-        self._parts.append(evaluator.evaluate_chunk(self._scorer, users))
+        # each step ranks its chunk; the metrics run once over all of them (_gather)
+        self._parts.append(evaluator.rank_chunk(self._scorer, users))
         self._users.append(users.cpu())
 
     def _gather(self, evaluator: FullRankingEvaluator | None) -> tuple[Tensor, dict[str, Tensor], dict[str, Any]]:
@@ -194,7 +195,8 @@ class RankingModule(L.LightningModule):
         left in ``_edge_means`` and ``_sampled_means``."""
         parts, users = self._parts, self._users
         self._parts, self._users, self._scorer = [], [], None
-        per_user = {k: torch.cat([p[k] for p in parts]).cpu() for k in parts[0]} if parts else {}
+        per_user = ({k: v.cpu() for k, v in evaluator.metrics(parts).items()}
+                    if parts and evaluator is not None else {})
         all_users = torch.cat(users) if users else torch.zeros(0, dtype=torch.int64)
         all_users, per_user = gather_per_user(all_users, per_user)
         self._edge_means = edge_summary(per_user)  # summed over all ranks' users, then divided

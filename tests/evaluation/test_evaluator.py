@@ -70,3 +70,31 @@ def test_evaluation_does_not_depend_on_the_thread_count():
     finally:
         torch.set_num_threads(threads)
     assert all(torch.equal(results[0][k], results[1][k]) for k in results[0])
+
+
+def test_metrics_of_many_chunks_at_once_equal_each_chunk_alone_and_the_dense_reference(monkeypatch):
+    # scores on a grid of 0.25, so lists hold ties and many end inside one (the tail counts come
+    # from the score rows, which the metrics stage no longer has); both side protocols on
+    import bench.evaluation.evaluator as evaluator_module
+
+    gen = torch.Generator().manual_seed(5)
+    n_users, n_items = 60, 30
+    full = (torch.randn(n_users, n_items, generator=gen) * 2).round() / 4
+    pairs = torch.stack(torch.meshgrid(torch.arange(n_users), torch.arange(n_items), indexing="ij"), -1).reshape(-1, 2)
+    kind = torch.randint(0, 6, (pairs.shape[0],), generator=gen)
+    train = CSR.from_pairs(pairs[kind == 0], n_users, n_items)
+    target = CSR.from_pairs(pairs[kind == 1], n_users, n_items)
+    ev = FullRankingEvaluator(target, [train], ks=(3, 10), max_scores=7 * n_items, per_edge=True,
+                              sampled_negatives=5, sampled_seed=1)
+    alone = [ev.evaluate_chunk(lambda u: full[u].clone(), chunk) for chunk in ev.user_chunks()]
+    monkeypatch.setattr(evaluator_module, "METRIC_ROWS", 20)  # groups of two chunks and a last one alone
+    together = ev.evaluate(lambda u: full[u].clone())
+    assert set(together) == set(alone[0])
+    for key in together:
+        assert torch.equal(together[key], torch.cat([part[key] for part in alone])), key
+    assert together["ties:cut@3"].sum() >= 5  # the case has lists that end inside a tie
+    masked = full[ev.users].clone()
+    masked[train.dense_rows(ev.users)] = float("-inf")
+    want = ranking_metrics(masked, target.dense_rows(ev.users), ks=(3, 10))
+    for key in want:
+        torch.testing.assert_close(together[key], want[key])

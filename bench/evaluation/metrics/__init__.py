@@ -41,7 +41,7 @@ TIE_PREFIX = "ties:"
 
 __all__ = ["DEFAULT_KS", "METRICS", "TIE_PREFIX", "HitStats", "RankedList", "ideal_dcg", "list_metrics", "metric_key",
            "metric_names", "metrics_from_hits", "rank_items", "ranked_list", "ranking_metrics", "ranks_within",
-           "tie_groups"]
+           "tie_groups", "tie_rows", "cut_in_tie"]
 
 #: (rows (R,), their boundary scores (R,)) -> (items (R,), relevant items (R,)) of each row that
 #: hold the boundary score, over the whole row (what a ranked list's last group continues into)
@@ -81,17 +81,36 @@ def metrics_from_hits(hits: Tensor, n_relevant: Tensor, ks: tuple[int, ...] = DE
     return {metric_key(name, k): fn(stats, k) for k in ks for name, fn in functions}
 
 
-def tie_groups(ranked: RankedList, hits: Tensor, count_tail: TailCounter) -> TieGroups:
-    """The tie groups of ranked lists; ``count_tail`` counts the rows' items that share the
-    last listed score, for the rows whose last group continues past the list."""
+def tie_rows(ranked: RankedList) -> Tensor:
+    """(R,) int64 the lists that hold a tie or end inside one (two adjacent equal scores, or
+    the last score shared past the list): the only ones whose metrics depend on the tie rule."""
+    scores = ranked.scores
+    return ((scores[:, 1:] == scores[:, :-1]).any(1) | ranked.straddles).nonzero().squeeze(1)
+
+
+def tie_groups(ranked: RankedList, hits: Tensor, count_tail: TailCounter, rows: Tensor | None = None) -> TieGroups:
+    """The tie groups of ranked lists (of the lists ``rows`` only, when given); ``count_tail``
+    counts the rows' items that share the last listed score, for the rows whose last group
+    continues past the list (it is called with row numbers of the whole ``ranked``)."""
+    scores, straddles = ranked.scores, ranked.straddles
+    if rows is not None:
+        scores, straddles, hits = scores[rows], straddles[rows], hits[rows]
     n_rows = hits.shape[0]
     size = torch.zeros(n_rows, dtype=torch.float64, device=hits.device)
     relevant = torch.zeros_like(size)
-    if ranked.straddles.any():
-        rows = ranked.straddles.nonzero().squeeze(1)
-        tail_size, tail_relevant = count_tail(rows, ranked.scores[rows, -1])
-        size[rows], relevant[rows] = tail_size.to(size.dtype), tail_relevant.to(size.dtype)
-    return TieGroups.from_list(ranked.scores, hits, ranked.straddles, size, relevant)
+    if straddles.any():
+        local = straddles.nonzero().squeeze(1)
+        tail_size, tail_relevant = count_tail(local if rows is None else rows[local], scores[local, -1])
+        size[local], relevant[local] = tail_size.to(size.dtype), tail_relevant.to(size.dtype)
+    return TieGroups.from_list(scores, hits, straddles, size, relevant)
+
+
+def cut_in_tie(ranked: RankedList, k: int) -> Tensor:
+    """(B,) bool: does a cut-off after rank ``k`` (at most the list's length) split a tie group?"""
+    length = ranked.scores.shape[1]
+    if k < length:
+        return ranked.scores[:, k - 1] == ranked.scores[:, k]
+    return ranked.straddles.clone()
 
 
 def list_metrics(ranked: RankedList, hits: Tensor, n_relevant: Tensor, ks: tuple[int, ...], ties: str,
@@ -112,13 +131,13 @@ def list_metrics(ranked: RankedList, hits: Tensor, n_relevant: Tensor, ks: tuple
         count_tail: see :data:`TailCounter`.
     """
     check_mode(ties)
-    groups = tie_groups(ranked, hits, count_tail)
     plain = metrics_from_hits(hits, n_relevant, ks)
-    rows = groups.rows_with_ties()
-    tied = groups.select(rows)
+    # scores of trained models rarely tie, so the groups are built for the few lists that do
+    rows = tie_rows(ranked)
+    tied = tie_groups(ranked, hits, count_tail, rows) if rows.numel() else None
 
     def under(rule: str) -> dict[str, Tensor]:
-        if rule == "lowest_id" or rows.numel() == 0:
+        if rule == "lowest_id" or tied is None:
             return plain
         values = metrics_from_hits(hits[rows], n_relevant[rows], ks, tied, rule)
         return {key: column.index_copy(0, rows, values[key]) for key, column in plain.items()}
@@ -130,7 +149,7 @@ def list_metrics(ranked: RankedList, hits: Tensor, n_relevant: Tensor, ks: tuple
         length = hits.shape[1]
         for k in ks:
             if length:
-                out[f"{TIE_PREFIX}cut@{k}"] = groups.tied[:, min(k, length) - 1].to(torch.float64)
+                out[f"{TIE_PREFIX}cut@{k}"] = cut_in_tie(ranked, min(k, length)).to(torch.float64)
     return out
 
 

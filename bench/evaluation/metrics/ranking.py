@@ -10,6 +10,25 @@ from torch import Tensor
 
 from bench.evaluation.ties import TieGroups
 
+_TABLES: dict[torch.device, tuple[Tensor, Tensor]] = {}
+
+
+def _tables(length: int, device: torch.device | str) -> tuple[Tensor, Tensor]:
+    """(discounts, their running sums), float64, at least ``length`` long: one pair per device,
+    grown on demand and shared read-only, since every metric of every chunk reads them."""
+    device = torch.device(device)
+    tables = _TABLES.get(device)
+    if tables is None or tables[0].numel() < length:
+        ranks = torch.arange(1, max(length, 128) + 1, dtype=torch.float64, device=device)
+        discount = 1.0 / torch.log2(ranks + 1.0)
+        tables = _TABLES[device] = (discount, torch.cumsum(discount, 0))
+    return tables
+
+
+def discounts(length: int, device: torch.device | str = "cpu") -> Tensor:
+    """(length,) float64 1 / log2(r + 1) for ranks r = 1 .. length."""
+    return _tables(length, device)[0][:length]
+
 
 def ideal_dcg(n_relevant: Tensor, k: int | None = None) -> Tensor:
     """IDCG@K = sum_{r=1}^{min(K, n)} 1 / log2(r + 1) per user.
@@ -22,9 +41,7 @@ def ideal_dcg(n_relevant: Tensor, k: int | None = None) -> Tensor:
     """
     n = n_relevant.to(torch.float64).clamp(min=1, max=k)
     length = int(k if k is not None else n.max())
-    ranks = torch.arange(1, length + 1, dtype=torch.float64, device=n.device)
-    table = torch.cumsum(1.0 / torch.log2(ranks + 1.0), 0)
-    return table[(n - 1).long()]
+    return _tables(length, n.device)[1][(n - 1).long()]
 
 
 def ranks_within(full: Tensor, scores: Tensor) -> Tensor:
@@ -76,8 +93,7 @@ class HitStats:
         if (n_rel < 1).any():
             raise ValueError("every user needs at least one relevant item; exclude the others")
         length = hits.shape[1]
-        ranks = torch.arange(1, length + 1, dtype=torch.float64, device=hits.device)
-        discount = 1.0 / torch.log2(ranks + 1.0)
+        discount = discounts(length, hits.device)
         any_hit = hits.bool().any(1)
         first = torch.where(any_hit, hits.bool().to(torch.int8).argmax(1).to(torch.float64) + 1.0,
                             torch.full_like(n_rel, float(length + 1)))
