@@ -8,7 +8,8 @@ seed summary and prints ours (mean ± 95% CI) next to the paper, with the relati
         [--ledger benchmarks/results/reproduce] [--baseline CELL] [--report-only]
 
 Seeds a cell already has are not rerun (each call sweeps the missing ones into its own folder
-under the cell's), so a long reproduction can be spread over several sessions. Every finished
+under the cell's), and a seed whose run was killed is resumed from its ``last.ckpt`` when its folder
+is still here, so a long reproduction can be spread over several sessions. Every finished
 seed is also written to the cell's ledger (``--ledger``, default ``benchmarks/results/reproduce``:
 ``<cell>/runs.csv``, one row per seed with its setting, data digest, commit and test metrics;
 :mod:`bench.results.ledger`), which is committed: seeds run on another machine, whose run folders
@@ -39,7 +40,7 @@ from bench.errors import BenchError, ConfigError
 from bench.report.checkpoints import retest
 from bench.report.runs import from_results
 from bench.report.stats import compare, paired_seed_test, t_interval
-from bench.results import COMPLETED, RunResult, find_runs
+from bench.results import CHECKPOINT_DIR, COMPLETED, INTERRUPTED, RunResult, find_runs
 from bench.results.ledger import (
     LEDGER_FILE,
     ledger_row,
@@ -125,8 +126,9 @@ def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path
     """Sweep the seeds of ``seeds`` the cell has neither completed under ``out`` nor in ``skip``
     (the ledger's) into a folder of their own under the cell's."""
     sweep_dir = cell_dir(out, name, mode)
-    done, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
     wanted = {int(s) for s in seeds.split(",")}
+    resume_interrupted(sweep_dir, wanted - skip)
+    done, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
     todo = sorted(wanted - {r.seed for r in done if r.status == COMPLETED} - skip)
     if not todo:
         return sweep_dir
@@ -138,6 +140,24 @@ def run_cell(name: str, overrides: list[str], seeds: str, epochs: int, out: Path
     if subprocess.run(cmd, check=False).returncode != 0:
         print(f"{name}: the sweep reported failed jobs; see {part}/summary.md", flush=True)
     return sweep_dir
+
+
+def resume_interrupted(sweep_dir: Path, seeds: set[int]) -> list[int]:
+    """Continue, each from its ``last.ckpt``, the cell's runs of ``seeds`` that were killed (a
+    machine that stopped mid-run and is handed back keeps its run folders); returns their seeds.
+    A seed that also has a completed run is left alone."""
+    runs, _ = find_runs([sweep_dir]) if sweep_dir.exists() else ([], [])
+    done = {r.seed for r in runs if r.status == COMPLETED}
+    resumed = []
+    for run in sorted(runs, key=lambda r: r.seed):
+        if (run.live_status() == INTERRUPTED and run.seed in seeds - done and run.run_dir is not None
+                and (run.run_dir / CHECKPOINT_DIR / "last.ckpt").exists()):
+            cmd = [sys.executable, "-m", "bench", f"resume={run.run_dir}"]
+            print("+", " ".join(cmd), flush=True)
+            subprocess.run(cmd, check=False)
+            done.add(run.seed)
+            resumed.append(run.seed)
+    return resumed
 
 
 def record_runs(sweep_dir: Path, ledger: Path, metrics: list[str]) -> list[dict[str, object]]:

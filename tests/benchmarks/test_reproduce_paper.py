@@ -118,3 +118,35 @@ def test_a_ledger_of_another_setting_is_refused_in_one_line(script, monkeypatch,
     assert _main(script, monkeypatch, tmp_path, "--report-only") == 1
     out = capsys.readouterr().out
     assert "gowalla-mf-sl: " in out and "holds runs with setting 'loss=sl loss.tau=0.2'" in out
+
+
+def test_a_killed_seed_is_resumed_from_its_checkpoint_and_the_others_swept(script, monkeypatch, tmp_path):
+    from bench.results import RUNNING
+
+    cell = tmp_path / "gowalla-mf-slk-shared-g16"
+    for seed, status, checkpoint in ((0, RUNNING, True), (1, RUNNING, False), (2, COMPLETED, True)):
+        folder = cell / f"seeds-{seed}" / "0"
+        _run(folder, "slk", seed, 0.17, [0.17] * 4)
+        res = RunResult.read(folder)
+        res.status = status  # "running" with no lock: a killed process (reads "interrupted")
+        res.write(folder)
+        if checkpoint:
+            (folder / "checkpoints").mkdir()
+            (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
+    calls = []
+
+    def run(cmd, check):  # a resume completes its run; a sweep is only recorded
+        calls.append(cmd)
+        if cmd[-1].startswith("resume="):
+            folder = Path(cmd[-1].split("=", 1)[1])
+            res = RunResult.read(folder)
+            res.status = COMPLETED
+            res.write(folder)
+        return type("Done", (), {"returncode": 0})
+
+    monkeypatch.setattr(script.subprocess, "run", run)
+    script.run_cell("gowalla-mf-slk", ["loss=slk"], "0,1,2,3", 200, tmp_path, "shared/16", frozenset({3}))
+    # seed 0 continues from its checkpoint; seed 1 (killed before its first checkpoint) starts anew
+    # with the seeds it lacks; seed 2 is complete and seed 3 is in the ledger
+    assert calls[0][-1] == f"resume={cell / 'seeds-0' / '0'}"
+    assert calls[1][-1] == "seed=1" and len(calls) == 2
