@@ -167,19 +167,21 @@ class FullRankingEvaluator:
             rows += chunk.hits.shape[0]
         if group:
             parts.append(self._metrics_of(group))
-        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]} if len(parts) > 1 else (parts or [{}])[0]
+        if len(parts) < 2:
+            return parts[0] if parts else {}
+        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
     def _metrics_of(self, chunks: Sequence[RankedChunk]) -> dict[str, Tensor]:
-        one = len(chunks) == 1
-        cat = (lambda name: getattr(chunks[0], name)) if one else \
-            (lambda name: torch.cat([getattr(c, name) for c in chunks]))
-        ranked = chunks[0].ranked if one else RankedList(*(torch.cat([getattr(c.ranked, f) for c in chunks])
-                                                            for f in ("items", "scores", "straddles")))
-        tail_size, tail_relevant = cat("tail_size"), cat("tail_relevant")
-        out = list_metrics(ranked, cat("hits"), cat("n_relevant"), self.ks, self.ties,
+        def cat(get: Callable[[RankedChunk], Tensor]) -> Tensor:
+            return torch.cat([get(c) for c in chunks])
+
+        ranked = RankedList(cat(lambda c: c.ranked.items), cat(lambda c: c.ranked.scores),
+                            cat(lambda c: c.ranked.straddles))
+        tail_size, tail_relevant = cat(lambda c: c.tail_size), cat(lambda c: c.tail_relevant)
+        out = list_metrics(ranked, cat(lambda c: c.hits), cat(lambda c: c.n_relevant), self.ks, self.ties,
                            lambda rows, _: (tail_size[rows], tail_relevant[rows]), bounds=True)
         for key in chunks[0].side:
-            out[key] = chunks[0].side[key] if one else torch.cat([c.side[key] for c in chunks])
+            out[key] = torch.cat([c.side[key] for c in chunks])
         return out
 
     def evaluate_chunk(self, score_users: Callable[[Tensor], Tensor], users: Tensor) -> dict[str, Tensor]:

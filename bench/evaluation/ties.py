@@ -92,15 +92,6 @@ class TieGroups:
         """Does any list hold or end inside a group of two or more items?"""
         return bool((self.size > 1).any())
 
-    def rows_with_ties(self) -> Tensor:
-        """(R,) int64 the lists that hold or end inside a group of two or more items: the
-        only ones whose metrics depend on the rule."""
-        return (self.size > 1).any(1).nonzero().squeeze(1)
-
-    def select(self, rows: Tensor) -> TieGroups:
-        """The groups of the lists ``rows`` only."""
-        return TieGroups(self.start[rows], self.size[rows], self.relevant[rows], self.tied[rows])
-
     def reciprocal_rank_sums(self) -> Tensor:
         """(B, L) float64: entry p - 1 is E[MRR@p], the expected reciprocal rank of the first
         relevant item when it lies within the top p (see :func:`expected_mrr`); computed once."""
