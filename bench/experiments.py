@@ -10,7 +10,8 @@ explicitly wins. The entry's ``paper`` values stay in the config (and so in
 A loss the paper tunes in several forms (LambdaLoss and its sampled-rank "-S" variant) lists
 them under the entry's ``variants``: each has a ``when`` (dotted keys and the values that
 select it, e.g. ``{loss.ranks: sampled}``, as set on the command line or by the loss's
-defaults) and its own ``set`` and ``paper``, applied over the entry's.
+defaults) and its own ``set`` and ``paper``, applied over the entry's; a variant without ``paper``
+values reports against the entry's (LLPAUC as IR-Benchmark runs it produced the same row).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def apply_per_loss(cfg: DictConfig, overrides: Iterable[str] = ()) -> DictConfig
                 raise ConfigError(f"{PER_LOSS}.{name}.set sets {key}, which the config does not have; "
                                   "fix the experiment's file")
             OmegaConf.update(cfg, key, value, merge=False)
-        cfg.paper = (chosen[0].get("paper") if chosen else entry.get("paper")) or {}
+        # a variant without paper values of its own (a reference code's form of the same row) takes the entry's
+        cfg.paper = ((chosen[0].get("paper") if chosen else None) or entry.get("paper")) or {}
         del cfg[PER_LOSS]
     return cfg
 

@@ -68,9 +68,12 @@ def _experiment_cells() -> dict[str, tuple[list[str], dict[str, float]]]:
 
 
 def _variant_suffix(when: dict) -> str:
-    """-s for sampled ranks (LambdaLoss-S), -k5 for SL@K trained at K = 5."""
+    """-s for sampled ranks (LambdaLoss-S), -k5 for SL@K trained at K = 5, -refcode for a loss run as
+    the paper's reference code runs it (LLPAUC)."""
     if when == {"loss.ranks": "sampled"}:
         return "-s"
+    if when == {"loss.variant": "reference_code"}:
+        return "-refcode"
     if list(when) == ["loss.k"]:
         return f"-k{when['loss.k']}"
     raise ValueError(f"a paper experiment has a variant this script cannot name: {when}")

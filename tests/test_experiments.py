@@ -141,9 +141,23 @@ def test_a_variant_applies_over_its_entry_and_must_be_unambiguous():
     plain = {**base, "loss": {**base["loss"], "ranks": "exact"}, "per_loss": {"x": entry}}
     exact = apply_per_loss(OmegaConf.create(plain))
     assert (exact.optimizer.lr, exact.paper["ndcg@20"]) == (0.5, 0.1)  # no variant matches: the entry alone
+    bare = {**entry, "variants": [{"when": {"loss.ranks": "sampled"}, "set": {"optimizer.lr": 0.7}}]}
+    assert apply_per_loss(OmegaConf.create({**base, "per_loss": {"x": bare}})).paper["ndcg@20"] == 0.1  # the entry's
     twice = {**entry, "variants": entry["variants"] * 2}
     with pytest.raises(ConfigError, match=r"per_loss\.x: 2 variants match this run"):
         apply_per_loss(OmegaConf.create({**base, "per_loss": {"x": twice}}))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_llpauc_as_the_reference_code_runs_it_keeps_the_tuned_values_and_reports_against_the_same_row(path):
+    # the paper's LLPAUC row was produced by IR-Benchmark (every variable descends, embeddings N(0, .01^2)):
+    # that form is a variant with the entry's tuned values and the entry's paper numbers
+    plain = compose([f"+experiment=paper/{path.stem}", "loss=llpauc", "output_dir=x"])
+    ref = compose([f"+experiment=paper/{path.stem}", "loss=llpauc", "loss.variant=reference_code", "output_dir=x"])
+    assert (plain.loss.variant, plain.model.init, plain.model.init_std) == ("paper", "auto", 1.0)
+    assert (ref.model.init, ref.model.init_std) == ("normal", 0.01)
+    assert (ref.loss.alpha, ref.loss.beta, ref.optimizer.lr) == (plain.loss.alpha, plain.loss.beta, plain.optimizer.lr)
+    assert dict(ref.paper) == dict(plain.paper) and plain.paper["ndcg@20"] > 0
 
 
 def test_command_line_wins_and_unknown_losses_fail_clearly():
