@@ -156,11 +156,14 @@ class TimeEstimate(L.Callback):
         self.per_batch: float | None = None
         self.validation: float | None = None
         self.epochs: list[float] = []  # seconds of each finished epoch's training part
+        self.start_epoch: int | None = None  # > 0 for a run resumed from a checkpoint
         self._done = False
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._epoch_start = time.perf_counter()
         self._trained = None
+        if self.start_epoch is None:
+            self.start_epoch = int(getattr(trainer, "current_epoch", 0) or 0)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -210,6 +213,10 @@ class TimeEstimate(L.Callback):
         timed = len(self.timed_epochs())
         basis = f" (mean of {timed} timed epoch{'s' if timed > 1 else ''})" if timed else ""
         line = f"time estimate: {epoch:.1f} s per epoch{basis}; {epochs} epochs ≈ {_duration(total)}{validation}"
+        start = min(self.start_epoch or 0, epochs)
+        if start:  # a resumed run: what is left is what its user waits for
+            left = epoch * (epochs - start) + (self.validation or 0.0) * (rounds - start // every)
+            line += f"; resumed at epoch {start}, the {epochs - start} left ≈ {_duration(left)}"
         shape = sweep_shape()
         if shape is not None:
             jobs, at_once = shape

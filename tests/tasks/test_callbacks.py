@@ -57,6 +57,28 @@ def test_the_estimate_after_the_first_validation_uses_the_timed_epochs_not_the_w
     assert est.epochs == [28.0, 10.0]
 
 
+def test_a_resumed_run_is_also_told_what_is_left(monkeypatch, caplog):
+    # resumed at epoch 6 of 10, validation every 2: 4 epochs of 10 s and rounds 8 and 10 (2 x 3 s) are left
+    clock = [0.0]
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock[0])
+
+    class Trainer:
+        num_training_batches, max_epochs, check_val_every_n_epoch, sanity_checking, current_epoch = 10, 10, 2, False, 6
+
+    est, trainer = TimeEstimate(after_batches=10), Trainer()
+    with caplog.at_level(logging.INFO, logger="bench.tasks.callbacks"):
+        est.on_train_epoch_start(trainer, None)
+        for step in range(10):
+            clock[0] += 1.0
+            est.on_train_batch_end(trainer, None, None, None, step)
+        est.on_validation_start(trainer, None)
+        clock[0] += 3.0
+        est.on_validation_end(trainer, None)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("time estimate:")]
+    assert lines[0].endswith("; resumed at epoch 6, the 4 left ≈ 40 s")
+    assert lines[1].endswith("plus 5 validations of 3.00 s; resumed at epoch 6, the 4 left ≈ 46 s")
+
+
 def test_optional_callbacks_are_left_out_when_off():
     assert early_stopping("val/ndcg@20", None) is None and progress_bar(False) is None
     assert isinstance(progress_bar(True), StepProgressBar)
