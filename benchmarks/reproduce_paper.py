@@ -84,6 +84,9 @@ def _variant_suffix(when: dict) -> str:
 # values), named <dataset>-<backbone>-<loss>[-s|-k<K>]; the others are spelled out here.
 CELLS: dict[str, tuple[list[str], dict[str, float]]] = {
     **_experiment_cells(),
+    # Theorem 3.2's loss (the positive in its own normaliser) against the code's (self_term=false,
+    # the paper's numbers): the paper values shown are the code's, for orientation
+    "health-mf-slk-selfterm": (["+experiment=paper/table2_mf_health", "loss=slk", "loss.self_term=true"], {}),
     # Other tasks: the paper's Beauty (SASRec) and Cora (HeaRT protocol) values, for
     # orientation only: other data or another evaluation protocol.
     "cora-gnn-sl": (
@@ -181,13 +184,15 @@ def record_runs(sweep_dir: Path, ledger: Path, metrics: list[str]) -> list[dict[
 
 
 def write_summary(rows: list[dict[str, object]], cell: str, ledger_dir: Path) -> pd.DataFrame:
-    """``summary.csv``: mean, std and 95% t-interval over the ledger's seeds of every test metric."""
-    metrics = [c.split("/", 1)[1] for c in rows[0] if str(c).startswith("test/")] if rows else []
+    """``summary.csv``: mean, std and 95% t-interval over the ledger's seeds of every test metric
+    (named as ``bench.report`` names them) and of the loss's diagnostics (``diag/<name>``)."""
+    columns = [str(c) for c in rows[0] if str(c).startswith(("test/", "diag/"))] if rows else []
     table = []
-    for m in metrics:
-        values = ledger_values(rows, f"test/{m}")
-        table.append({"cell": cell, "metric": m, **t_interval(values.values()),
-                      "seeds": ",".join(map(str, sorted(values)))})
+    for column in columns:
+        values = ledger_values(rows, column)
+        if values:
+            table.append({"cell": cell, "metric": column.removeprefix("test/"), **t_interval(values.values()),
+                          "seeds": ",".join(map(str, sorted(values)))})
     frame = pd.DataFrame(table)
     frame.to_csv(ledger_dir / "summary.csv", index=False)
     return frame

@@ -33,12 +33,13 @@ from bench.results.schema import (
 )
 
 LEDGER_FILE = "runs.csv"
-METRIC_PREFIXES = ("val/", "test/", "edge/", "sampled/", "ref/")
+METRIC_PREFIXES = ("val/", "test/", "edge/", "sampled/", "ref/", "diag/")
 #: the sampled protocol's means kept besides its @K metrics (its counts and seeds are not metrics)
 SAMPLED_METRICS_KEPT = frozenset({"mrr"})
 #: the columns before the metrics; metric columns are ``val/<metric>`` (the best validation values,
 #: which pick a tuned setting), ``test/<metric>``, ``edge/<metric>`` (link prediction's per-edge
-#: protocol), ``sampled/<metric>`` (the biased sampled protocol) and any caller's extras
+#: protocol), ``sampled/<metric>`` (the biased sampled protocol), ``diag/<name>`` (the loss's
+#: diagnostics at the best validation, e.g. SL@K's Theorem 3.2 check) and any caller's extras
 #: (``ref/<metric>``: the same checkpoint under another test protocol)
 ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch", "fit_s")
 
@@ -66,7 +67,8 @@ def data_digest(res: RunResult) -> str:
 
 def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict[str, object]:
     """One completed run as a ledger row: its identity, then its best validation, test, per-edge
-    and sampled-protocol metrics (:data:`ID_COLUMNS`), then ``extra`` (column -> value) as given."""
+    and sampled-protocol metrics and the loss's diagnostics logged with the best validation
+    (:data:`ID_COLUMNS`), then ``extra`` (column -> value) as given."""
     code = res.provenance.get("code") or {}
     row: dict[str, object] = {
         "seed": res.seed,
@@ -84,6 +86,9 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
     row.update({f"edge/{m}": float(v) for m, v in sorted(res.per_edge.items()) if m != "edges"})
     row.update({f"sampled/{m}": float(v) for m, v in sorted(res.sampled.items()) if m in SAMPLED_METRICS_KEPT
                 or "@" in m})
+    best_epoch = res.best.get("epoch")
+    at_best = next((h for h in res.history if h.get("epoch") == best_epoch), {}) if best_epoch is not None else {}
+    row.update({k: float(v) for k, v in sorted(at_best.items()) if k.startswith("diag/")})
     row.update(dict(extra or {}))
     return row
 

@@ -95,3 +95,23 @@ def test_slk_on_sequences_takes_each_query_s_exact_threshold(tmp_path, make_cfg,
     out.loss.backward()
     loss.after_step(batch)
     assert torch.equal(loss.beta, torch.zeros_like(loss.beta))  # no per-user state on sequences
+
+
+@pytest.mark.parametrize("top, holds_without_self", [(10.0, 1.0), (20.0, 0.0)])
+def test_theorem_3_2_check_with_and_without_the_self_term(fixed_scorer, train_data, top, holds_without_self):
+    # one user, positives 0 and 1 both in its top 2; beta = the 2nd score. The bound with the
+    # self term is always >= 0 > -log DCG; without it, a first positive far above everything
+    # (top = 20) has log sum_{j != i} e^{(s_j - s_i)} ~ -11, which the second cannot offset.
+    loss = build("slk", k=2, tau_d=1.0, tau_w=1.0, n_negatives=2, diagnostics_users=1)
+    loss.bind(train_data(1, 4, {0: [0, 1]}))
+    scores = [top, 9.0, 0.0, 0.0]
+    loss.beta.fill_(9.0)
+    got = loss.diagnostics(fixed_scorer(torch.tensor([scores])))
+    minus_log_dcg = -math.log(1 + 1 / math.log2(3))
+    weight = [1 / (1 + math.exp(-(s - 9.0))) for s in scores[:2]]
+    with_self = sum(w * math.log(sum(math.exp(t - s) for t in scores)) for w, s in zip(weight, scores))
+    without = sum(w * math.log(sum(math.exp(t - s) for j, t in enumerate(scores) if j != i))
+                  for i, (w, s) in enumerate(zip(weight, scores)))
+    assert got["thm32_eligible_users"] == 1.0
+    assert got["thm32_holds"] == float(minus_log_dcg <= with_self) == 1.0
+    assert got["thm32_holds_without_self"] == float(minus_log_dcg <= without) == holds_without_self

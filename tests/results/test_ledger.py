@@ -57,6 +57,17 @@ def test_row_round_trips_through_the_file(tmp_path):
     assert row["ref/ndcg@20"] == 0.155
 
 
+def test_row_keeps_the_diagnostics_of_the_best_validation_only(tmp_path):
+    res = _result(0, 0.1)
+    res.history = [{"epoch": 144, "val/ndcg@20": 0.10, "diag/thm32_holds": 0.5},
+                   {"epoch": 149, "val/ndcg@20": 0.11, "diag/thm32_holds": 1.0, "diag/thm32_holds_without_self": 0.25},
+                   {"epoch": 154, "val/ndcg@20": 0.09, "diag/thm32_holds": 0.0}]
+    row = update_ledger(tmp_path / "runs.csv", [ledger_row(res)])[0]
+    assert row["diag/thm32_holds"] == 1.0 and row["diag/thm32_holds_without_self"] == 0.25
+    assert not [c for c in row if c.startswith("diag/")][2:]  # nothing from other epochs
+    assert "diag/thm32_holds" not in ledger_row(_result(0, 0.1))  # no history, no diagnostics
+
+
 def test_same_seed_replaces_and_rows_come_back_sorted(tmp_path):
     path = tmp_path / "runs.csv"
     update_ledger(path, [ledger_row(_result(s, 0.1 + s / 100)) for s in (4, 0)])
