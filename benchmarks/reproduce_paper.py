@@ -212,7 +212,7 @@ def paired_rows(name: str, rows: list[dict[str, object]], base_name: str, base_r
         users = "—"
         recs, _ = from_results(r for r in local.get(name, []) if r.seed in seeds)
         base_recs, _ = from_results(r for r in local.get(base_name, []) if r.seed in seeds)
-        if seeds and len(recs) == len(base_recs) == len(seeds) and not m.startswith("edge:"):
+        if seeds and len(recs) == len(base_recs) == len(seeds) and not m.startswith(("edge:", "diag/")):
             c = compare(recs, base_recs, m)
             users = f"{c.n_users} users: t {c.p_user_t:.2g}, Wilcoxon {c.p_user_wilcoxon:.2g}"
         out.append(f"| {name} vs {base_name} | {m} | {rel:+.1%} | {diff['mean']:+.4f} "
@@ -234,7 +234,8 @@ def main() -> int:
     parser.add_argument("--baseline", choices=list(CELLS), metavar="CELL",
                         help="compare every other cell with this one (paired over seeds, and over users)")
     parser.add_argument("--metrics", nargs="*", help="the --baseline comparison's metrics (default: the paper's); "
-                        "edge:mrr / edge:hit@20 for link prediction's per-edge protocol")
+                        "edge:mrr / edge:hit@20 for link prediction's per-edge protocol, diag/<name> for a "
+                        "loss diagnostic at the best validation (paired over seeds only)")
     parser.add_argument("--report-only", action="store_true", help="only summarise existing runs and ledgers")
     parser.add_argument("--negatives", default="per_pair",
                         help="per_pair (the paper's), shared (one draw per batch) or shared/G (one per group of "

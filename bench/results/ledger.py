@@ -177,7 +177,9 @@ def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_se
 
 def metric_column(metric: str) -> str:
     """The ledger column of a metric as ``bench.report`` names it: ``ndcg@20`` -> ``test/ndcg@20``,
-    ``edge:mrr`` -> ``edge/mrr``."""
+    ``edge:mrr`` -> ``edge/mrr``; a loss diagnostic keeps its column name (``diag/thm32_holds``)."""
+    if metric.startswith("diag/"):
+        return metric
     return metric.replace("edge:", "edge/", 1) if metric.startswith("edge:") else f"test/{metric}"
 
 

@@ -117,3 +117,4 @@ def test_per_edge_metrics_get_their_own_columns(tmp_path):
     assert rows[0]["edge/mrr"] == 0.21 and rows[0]["edge/hit@20"] == 0.55 and "edge/edges" not in rows[0]
     assert ledger_values(rows, metric_column("edge:mrr")) == {0: 0.21}
     assert ledger_values(rows, metric_column("ndcg@20")) == {0: 0.2}
+    assert metric_column("diag/thm32_holds") == "diag/thm32_holds"
