@@ -200,9 +200,9 @@ class SoftmaxLossAtK(RecLoss):
         lse_without_self = lse + torch.log(-torch.expm1(-lse))
         eligible = hits > 1
         if eligible.any():
+            minus_log_dcg = -torch.log(dcg[eligible])
             for key, terms in (("thm32_holds", lse), ("thm32_holds_without_self", lse_without_self)):
                 bound = torch.where(valid, weight * terms, torch.zeros_like(terms)).sum(1)
-                holds = (-torch.log(dcg[eligible]) <= bound[eligible] + 1e-6).float().mean()
-                out[key] = float(holds)
+                out[key] = float((minus_log_dcg <= bound[eligible] + 1e-6).float().mean())
         out["thm32_eligible_users"] = float(eligible.sum())
         return out

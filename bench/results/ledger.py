@@ -86,8 +86,7 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
     row.update({f"edge/{m}": float(v) for m, v in sorted(res.per_edge.items()) if m != "edges"})
     row.update({f"sampled/{m}": float(v) for m, v in sorted(res.sampled.items()) if m in SAMPLED_METRICS_KEPT
                 or "@" in m})
-    best_epoch = res.best.get("epoch")
-    at_best = next((h for h in res.history if h.get("epoch") == best_epoch), {}) if best_epoch is not None else {}
+    at_best = next((h for h in res.history if h.get("epoch") == res.best.get("epoch")), {})
     row.update({k: float(v) for k, v in sorted(at_best.items()) if k.startswith("diag/")})
     row.update(dict(extra or {}))
     return row
