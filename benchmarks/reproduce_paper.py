@@ -237,6 +237,9 @@ def main() -> int:
                         "edge:mrr / edge:hit@20 for link prediction's per-edge protocol, diag/<name> for a "
                         "loss diagnostic at the best validation (paired over seeds only)")
     parser.add_argument("--report-only", action="store_true", help="only summarise existing runs and ledgers")
+    parser.add_argument("--table", type=Path, metavar="FILE.md",
+                        help="also write one row per cell with every paper metric side by side (ours ± CI, the "
+                             "reference-code protocol, the paper): Tables 3 and 4, NDCG at six cut-offs")
     parser.add_argument("--negatives", default="per_pair",
                         help="per_pair (the paper's), shared (one draw per batch) or shared/G (one per group of "
                              "ceil(B / G) rows); shared modes train with fused Adam")
@@ -250,6 +253,7 @@ def main() -> int:
     ok = True
     ledgers: dict[str, list[dict[str, object]]] = {}
     local: dict[str, list[RunResult]] = {}
+    papers: dict[str, dict[str, float]] = {}
     cells = args.cells + ([args.baseline] if args.baseline and args.baseline not in args.cells else [])
     for name in cells:
         overrides, paper = CELLS[name]
@@ -285,6 +289,7 @@ def main() -> int:
                               f"{alt:.4f} ({(alt - ref) / ref:+.1%}) |")
         (ledger_dir / "vs_paper.md").write_text(header(args.tolerance) + "\n".join(cell_lines) + "\n")
         rows += cell_lines
+        papers[name] = paper
     print("\n" + header(args.tolerance) + "\n".join(rows))
     if args.baseline in ledgers:
         metrics = args.metrics or list(CELLS[args.baseline][1] or ["recall@20", "ndcg@20"])
@@ -293,7 +298,38 @@ def main() -> int:
                                                metrics)]
         print("\n| cell | metric | relative change of means | paired difference [95% CI] | seeds | p (seeds) "
               "| p (users) |\n|---|---|---|---|---|---|---|\n" + "\n".join(comparisons))
+    if args.table:
+        args.table.parent.mkdir(parents=True, exist_ok=True)
+        args.table.write_text(wide_table({n: ledgers[n] for n in papers}, papers))
+        print(f"\nwrote {args.table}")
     return 0 if ok else 1
+
+
+def wide_table(ledgers: dict[str, list[dict[str, object]]], papers: dict[str, dict[str, float]]) -> str:
+    """Markdown, one row per cell and one column per paper metric (the union, in first-seen order):
+    ``ours ± 95% CI (n) · reference protocol · paper (gap of the reference protocol)``; a cell
+    without a metric, or without the paper's value for it, leaves that part blank."""
+    metrics = list(dict.fromkeys(m for paper in papers.values() for m in paper))
+    lines = ["| cell | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for name, rows in ledgers.items():
+        parts = []
+        for m in metrics:
+            ours = t_interval(ledger_values(rows, f"test/{m}").values())
+            ref = list(ledger_values(rows, f"ref/{m}").values())
+            if not ours["n"]:
+                parts.append("")
+                continue
+            text = f"{ours['mean']:.4f} ± {ours['ci_half']:.4f} ({int(ours['n'])})" if ours["n"] > 1 \
+                else f"{ours['mean']:.4f} (1)"
+            if ref:
+                text += f" · {np.mean(ref):.4f}"
+            if m in papers[name]:
+                paper = papers[name][m]
+                gap = f" ({(np.mean(ref) - paper) / paper:+.1%})" if ref else ""
+                text += f" · {paper:.4f}{gap}"
+            parts.append(text)
+        lines.append(f"| {name} | " + " | ".join(parts) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def header(tolerance: float) -> str:

@@ -150,3 +150,19 @@ def test_a_killed_seed_is_resumed_from_its_checkpoint_and_the_others_swept(scrip
     # with the seeds it lacks; seed 2 is complete and seed 3 is in the ledger
     assert calls[0][-1] == f"resume={cell / 'seeds-0' / '0'}"
     assert calls[1][-1] == "seed=1" and len(calls) == 2
+
+
+def test_wide_table_puts_every_paper_metric_of_a_cell_on_one_row(script):
+    rows = [{"seed": s, "test/ndcg@5": v, "ref/ndcg@5": v - 0.004, "test/ndcg@10": v + 0.01}
+            for s, v in ((0, 0.100), (1, 0.104), (2, 0.102))]
+    single = [{"seed": 0, "test/ndcg@10": 0.2}]
+    table = script.wide_table({"a": rows, "b": single}, {"a": {"ndcg@5": 0.1, "ndcg@10": 0.1}, "b": {"ndcg@20": 0.3}})
+    lines = table.splitlines()
+    assert lines[0] == "| cell | ndcg@5 | ndcg@10 | ndcg@20 |"
+    x = np.array([0.100, 0.104, 0.102])
+    half = stats.t.ppf(0.975, 2) * x.std(ddof=1) / np.sqrt(3)
+    ref = x.mean() - 0.004
+    assert lines[2].startswith(f"| a | {x.mean():.4f} ± {half:.4f} (3) · {ref:.4f} · 0.1000 ({(ref - 0.1) / 0.1:+.1%}) |")
+    assert lines[2].endswith(f"| {x.mean() + 0.01:.4f} ± {half:.4f} (3) · 0.1000 |  |")  # no ref column, no ndcg@20
+    # one seed: no interval; a metric the paper does not give for this cell: ours only
+    assert lines[3] == "| b |  | 0.2000 (1) |  |"
