@@ -20,7 +20,16 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.losses.families import paper_name
-from bench.results import COMPLETED, PER_USER_FILE, RunResult, find_runs, read_per_user, variant_overrides
+from bench.results import (
+    COMPLETED,
+    PER_USER_FILE,
+    RESULTS_FILE,
+    RunResult,
+    find_runs,
+    read_per_user,
+    variant_overrides,
+)
+from bench.results.ledger import LEDGER_FILE, read_ledger
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +64,9 @@ class RunRecord:
         finished: when it was written (seconds since the epoch; the newest of repeated runs wins).
         k: the loss's K (``loss.k``) when it has one, for the paper's name (SL@20).
         data_files: ``{file: sha256}`` of the data it read, None when its results do not say
-            (written before provenance was recorded, or read from W&B).
+            (written before provenance was recorded, or read from W&B, or from a ledger).
+        data_digest: a ledger row's digest of those files (:func:`bench.results.ledger.data_digest`),
+            "" for records read from elsewhere.
     """
 
     source: str
@@ -73,6 +84,7 @@ class RunRecord:
     variant: str = ""
     k: int | None = None
     data_files: dict[str, str] | None = None
+    data_digest: str = ""
     per_edge: dict[str, float] = field(default_factory=dict)
     sampled: dict[str, float] = field(default_factory=dict)
 
@@ -143,19 +155,76 @@ def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, m
             source=str(res.run_dir) if same and res is not None else f"{source} seed {seed}", task=task,
             dataset=dataset, model=model, loss=loss, seed=seed, test=family("test/"), paper=dict(paper or {}),
             overrides=str(row.get("setting", "")).split(), k=k, per_edge=family("edge/"), sampled=family("sampled/"),
+            data_digest=str(row.get("data") or ""),
             load_per_user=res.load_per_user if same and res is not None else (lambda: None)))
     return records
 
 
 def from_directories(paths: Iterable[Path]) -> tuple[list[RunRecord], list[str]]:
-    """Completed runs under each path (a run directory or any folder above run directories).
+    """Completed runs under each path (a run directory or any folder above run directories), and
+    the rows of every run ledger (``runs.csv``, :mod:`bench.results.ledger`) there or given.
 
     Returns:
         (records, notes): notes name the runs left out (failed, running, unreadable).
     """
-    runs, notes = find_runs(paths)
+    paths = [Path(p) for p in paths]
+    for p in paths:
+        if not p.exists():
+            raise BenchError(f"{p} does not exist; pass run or sweep directories, or run ledgers ({LEDGER_FILE})")
+    ledgers = {p: [p] if p.is_file() and p.name == LEDGER_FILE else sorted(p.rglob(LEDGER_FILE)) if p.is_dir() else []
+               for p in paths}
+    runs, notes = find_runs([p for p in paths if not (p.is_file() and p.name == LEDGER_FILE)])
+    notes = [n for n in notes if not any(ledgers[p] and n == f"no {RESULTS_FILE} under {p}" for p in paths)]
     records, more = from_results(runs)
+    for files in ledgers.values():
+        for file in files:
+            records += from_ledger_file(file)
     return records, notes + more
+
+
+def from_ledger_file(path: Path) -> list[RunRecord]:
+    """The rows of one run ledger as records (no per-user values: seed tests only). Each setting
+    is composed again from this code's ``conf/`` for its task, data set, backbone, loss, K and
+    the paper's values; a row's finish time orders it against run folders of the same seed."""
+    from datetime import datetime
+
+    rows = read_ledger(path)
+    records = []
+    for setting in dict.fromkeys(str(r.get("setting", "")) for r in rows):
+        cfg = compose_setting(setting.split(), path)
+        mine = [r for r in rows if str(r.get("setting", "")) == setting]
+        k = cfg.loss.get("k")
+        records += from_ledger(mine, str(cfg.task.name), str(cfg.dataset.name), str(cfg.model.name),
+                               str(cfg.loss.name), paper=dict(cfg.get("paper") or {}),
+                               k=int(k) if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None,
+                               source=str(path))
+        for rec, row in zip(records[-len(mine):], mine):
+            try:
+                rec.finished = datetime.fromisoformat(str(row.get("finished_at"))).timestamp()
+            except ValueError:
+                pass
+    return records
+
+
+def compose_setting(setting: list[str], source: Path | str = "ledger") -> Any:
+    """The config of a ledger's setting (overrides without their ``+``: a key the defaults do
+    not have gets it back, as Hydra's error names it)."""
+    from hydra.errors import ConfigCompositionException
+
+    from bench.composition import compose
+
+    overrides = list(setting)
+    for _ in range(len(overrides) + 1):
+        try:
+            return compose([*overrides, "output_dir=unused"])
+        except ConfigCompositionException as exc:
+            hint = re.search(r"use \+(\S+)", str(exc))
+            fixed = hint.group(1) if hint else None
+            if fixed is None or fixed not in overrides:
+                raise BenchError(f"{source}: its setting {' '.join(setting)!r} does not compose with this "
+                                 f"code's conf/ ({str(exc).splitlines()[0]})") from None
+            overrides[overrides.index(fixed)] = "+" + fixed
+    raise BenchError(f"{source}: its setting {' '.join(setting)!r} does not compose with this code's conf/")
 
 
 def from_wandb(project: str, filters: dict[str, Any] | None = None,
@@ -255,7 +324,8 @@ def assign_labels(records: list[RunRecord]) -> list[str]:
 
 def check_same_data(records: list[RunRecord]) -> list[str]:
     """Refuse runs of one data set name that read different data files (by content: the
-    set of SHA-256 digests, whatever the files were called or where they lay).
+    set of SHA-256 digests, whatever the files were called or where they lay). Ledger rows carry
+    one digest of those files instead, and are checked against each other by it.
 
     Returns:
         a note on the runs that carry no data hashes (pooled unchecked).
@@ -263,8 +333,17 @@ def check_same_data(records: list[RunRecord]) -> list[str]:
         BenchError: naming the data set, a file that differs with its hashes, and the two runs.
     """
     first: dict[str, tuple[RunRecord, dict[str, str]]] = {}
+    first_digest: dict[str, RunRecord] = {}
     unchecked = 0
     for r in sorted(records, key=lambda r: r.source):
+        if r.data_files is None and r.data_digest:  # ledger rows: checked against each other
+            ref = first_digest.setdefault(r.dataset, r)
+            if ref.data_digest != r.data_digest:
+                raise BenchError(f"data set '{r.dataset}' was read as data {ref.data_digest} in {ref.source} and as "
+                                 f"{r.data_digest} in {r.source} (ledger digests of the files' SHA-256); runs on "
+                                 "different data cannot be pooled: rerun them on the same data, or report them "
+                                 "separately (one bench.report call each)")
+            continue
         if r.data_files is None:
             unchecked += 1
             continue
