@@ -155,7 +155,7 @@ def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, m
             source=str(res.run_dir) if same and res is not None else f"{source} seed {seed}", task=task,
             dataset=dataset, model=model, loss=loss, seed=seed, test=family("test/"), paper=dict(paper or {}),
             overrides=str(row.get("setting", "")).split(), k=k, per_edge=family("edge/"), sampled=family("sampled/"),
-            data_digest=str(row.get("data") or ""),
+            data_digest=str(row.get("data") or ""), finished=_timestamp(row.get("finished_at")),
             load_per_user=res.load_per_user if same and res is not None else (lambda: None)))
     return records
 
@@ -186,23 +186,14 @@ def from_ledger_file(path: Path) -> list[RunRecord]:
     """The rows of one run ledger as records (no per-user values: seed tests only). Each setting
     is composed again from this code's ``conf/`` for its task, data set, backbone, loss, K and
     the paper's values; a row's finish time orders it against run folders of the same seed."""
-    from datetime import datetime
-
     rows = read_ledger(path)
     records = []
     for setting in dict.fromkeys(str(r.get("setting", "")) for r in rows):
         cfg = compose_setting(setting.split(), path)
         mine = [r for r in rows if str(r.get("setting", "")) == setting]
-        k = cfg.loss.get("k")
         records += from_ledger(mine, str(cfg.task.name), str(cfg.dataset.name), str(cfg.model.name),
-                               str(cfg.loss.name), paper=dict(cfg.get("paper") or {}),
-                               k=int(k) if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None,
+                               str(cfg.loss.name), paper=dict(cfg.get("paper") or {}), k=_loss_k(cfg),
                                source=str(path))
-        for rec, row in zip(records[-len(mine):], mine):
-            try:
-                rec.finished = datetime.fromisoformat(str(row.get("finished_at"))).timestamp()
-            except ValueError:
-                pass
     return records
 
 
