@@ -7,6 +7,7 @@ import torch
 import torchmetrics.functional.retrieval as tm
 
 from bench.evaluation import metric_names, metrics_from_hits, rank_items, ranking_metrics
+from bench.evaluation.metrics import ranks_within
 
 D = [1.0 / math.log2(r + 1) for r in range(1, 200)]  # D[r-1] = discount at rank r
 
@@ -105,3 +106,17 @@ def test_agrees_with_torchmetrics_on_distinct_scores():
         for k in (5, 20):
             for name, fn in reference.items():
                 assert got[f"{name}@{k}"][u].item() == pytest.approx(fn(p, t, top_k=k).item(), abs=1e-6), (name, k, u)
+
+
+@pytest.mark.parametrize("n_scores", [1, 2, 8, 9, 40])  # both sides of the count/sort switch
+def test_ranks_within_counts_strictly_higher_entries_with_ties_and_infinities(n_scores):
+    gen = torch.Generator().manual_seed(n_scores)
+    full = torch.randint(0, 6, (12, 50), generator=gen).double()  # many ties
+    full[torch.rand(12, 50, generator=gen) < 0.1] = float("-inf")
+    listed = full.gather(1, torch.randint(0, 50, (12, n_scores), generator=gen))
+    listed[0, 0] = 100.0  # above every entry: rank 1
+    listed[1, -1] = -1e9  # below every finite entry
+    want = torch.tensor([[1 + sum(float(f) > float(s) for f in full[b]) for s in listed[b]] for b in range(12)])
+    got = ranks_within(full, listed)
+    assert got.dtype == torch.int64 and torch.equal(got, want)
+    assert got[0, 0] == 1 and got[1, -1] == 1 + int(torch.isfinite(full[1]).sum())

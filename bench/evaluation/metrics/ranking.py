@@ -44,6 +44,10 @@ def ideal_dcg(n_relevant: Tensor, k: int | None = None) -> Tensor:
     return _tables(length, n.device)[1][(n - 1).long()]
 
 
+# up to this many scores per row, counting the higher entries is cheaper than sorting the row
+_COUNT_MAX_M = 8
+
+
 def ranks_within(full: Tensor, scores: Tensor) -> Tensor:
     """1 + #{entries of the row of ``full`` scoring strictly higher}, for each score.
 
@@ -51,9 +55,17 @@ def ranks_within(full: Tensor, scores: Tensor) -> Tensor:
         full: (B, I) score rows.
         scores: (B, M) scores to place in their row.
     Returns:
-        (B, M) int64 ranks (1 = best; tied scores share the better rank). A sort and a
-        binary search: no (B, M, I) comparison.
+        (B, M) int64 ranks (1 = best; tied scores share the better rank). For a few scores
+        per row (M <= ``_COUNT_MAX_M``) a direct count, O(M·I) per row; otherwise a sort and a
+        binary search, O(I log I), with no (B, M, I) tensor. Both give the same integers.
     """
+    if scores.shape[1] <= _COUNT_MAX_M:
+        # the lambda losses place 2 scores (positive + one negative) per row: counting
+        # beats sorting the row (5-25x for 1,200-40,000 items, one thread; benchmarks/speed_losses.py)
+        above = torch.zeros(scores.shape, dtype=torch.int64, device=scores.device)
+        for m in range(scores.shape[1]):
+            above[:, m] = (full > scores[:, m : m + 1]).sum(1)
+        return 1 + above
     ascending = torch.sort(full, dim=1).values
     above = full.shape[1] - torch.searchsorted(ascending, scores.contiguous(), right=True)
     return 1 + above
