@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="W&B run filter, e.g. config.dataset.name=health (repeatable)")
     parser.add_argument("--metrics", nargs="+", default=["recall@20", "ndcg@20"],
                         help="test metrics; edge:<metric> for link prediction's per-edge protocol (edge:mrr), "
-                             "sampled:<metric> for the biased sampled protocol (sampled:hit@10)")
+                             "sampled:<metric> for the biased sampled protocol (sampled:hit@10), "
+                             "ref:<metric> for the SL@K reference code's test protocol, from run ledgers (ref:ndcg@20)")
     parser.add_argument("--baseline", help="row (loss name, or loss plus variant) to compare the others with")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the marks")

@@ -57,6 +57,9 @@ class RunRecord:
         sampled: the biased "1 positive + N sampled negatives" test metrics, ``{"hit@10": ...,
             "ndcg@10": ..., "mrr": ...}`` (from a results file also ``negatives``, ``seed``, ``users``,
             ``short_users``); empty unless the run set ``eval.sampled_negatives``. Never in ``test``.
+        ref: test metrics under the SL@K reference code's protocol (only training items masked),
+            ``{"ndcg@20": ...}``, from a run ledger's ``ref/`` columns (benchmarks/reproduce_paper.py
+            writes them); empty otherwise.
         history: validation rows ``{"epoch": e, "val/ndcg@20": ...}``.
         paper: the paper's values for this configuration (``paper`` config node), if any.
         overrides: the command-line overrides that made it.
@@ -87,6 +90,7 @@ class RunRecord:
     data_digest: str = ""
     per_edge: dict[str, float] = field(default_factory=dict)
     sampled: dict[str, float] = field(default_factory=dict)
+    ref: dict[str, float] = field(default_factory=dict)
 
     @property
     def table(self) -> tuple[str, str, str]:
@@ -155,7 +159,7 @@ def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, m
             source=str(res.run_dir) if same and res is not None else f"{source} seed {seed}", task=task,
             dataset=dataset, model=model, loss=loss, seed=seed, test=family("test/"), paper=dict(paper or {}),
             overrides=str(row.get("setting", "")).split(), k=k, per_edge=family("edge/"), sampled=family("sampled/"),
-            data_digest=str(row.get("data") or ""), finished=_timestamp(row.get("finished_at")),
+            ref=family("ref/"), data_digest=str(row.get("data") or ""), finished=_timestamp(row.get("finished_at")),
             load_per_user=res.load_per_user if same and res is not None else (lambda: None)))
     return records
 

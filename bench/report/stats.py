@@ -52,8 +52,19 @@ class Comparison:
 
 
 #: metric-name prefixes that read a run's other metric families instead of its per-user test means:
-#: ``edge:mrr`` (link prediction's per-edge protocol), ``sampled:hit@10`` (the biased sampled protocol)
-METRIC_FAMILIES = {"edge:": "per_edge", "sampled:": "sampled"}
+#: ``edge:mrr`` (link prediction's per-edge protocol), ``sampled:hit@10`` (the biased sampled protocol),
+#: ``ref:ndcg@20`` (the SL@K reference code's test protocol, from run ledgers)
+METRIC_FAMILIES = {"edge:": "per_edge", "sampled:": "sampled", "ref:": "ref"}
+#: families that measure the paper's own metric under another protocol, so the paper's value stands beside them
+PAPER_FAMILIES = ("ref:",)
+
+
+def paper_metric(metric: str) -> str:
+    """The paper value's name for ``metric``: ``ref:ndcg@20`` compares with the paper's ``ndcg@20``."""
+    for prefix in PAPER_FAMILIES:
+        if metric.startswith(prefix):
+            return metric[len(prefix):]
+    return metric
 
 
 def metric_value(run: RunRecord, metric: str) -> float | None:

@@ -73,7 +73,7 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
                 ci = stats.interval(runs, metric, confidence)
                 if ci["n"] == 0:
                     continue
-                paper = runs[0].paper.get(metric)
+                paper = runs[0].paper.get(stats.paper_metric(metric))
                 row = {"task": task, "dataset": dataset, "model": model, "row": label, "loss": runs[0].loss,
                        "name": runs[0].name, "family": family_of(runs[0].loss),
                        "metric": metric, **ci,

@@ -18,9 +18,9 @@ SL = [0.128, 0.130, 0.127]
 SLK = [0.139, 0.142, 0.137]
 
 
-def _ledger(folder: Path, setting: str, values: list[float], data: str = "abc123") -> Path:
+def _ledger(folder: Path, setting: str, values: list[float], data: str = "abc123", ref_shift: float = 0.0) -> Path:
     rows = [{"seed": s, "setting": setting, "data": data, "finished_at": f"2026-12-0{s + 1}T10:00:00+00:00",
-             "test/ndcg@20": v, "test/recall@20": 1.3 * v} for s, v in enumerate(values)]
+             "test/ndcg@20": v, "test/recall@20": 1.3 * v, "ref/ndcg@20": v - ref_shift} for s, v in enumerate(values)]
     update_ledger(folder / "runs.csv", rows)
     return folder / "runs.csv"
 
@@ -63,3 +63,17 @@ def test_a_setting_that_does_not_compose_is_one_clear_error(tmp_path):
     with pytest.raises(BenchError, match=r"x/runs.csv: its setting 'experiment=paper/no_such_table loss=sl' "
                                          "does not compose"):
         from_directories([bad])
+
+
+def test_the_reference_protocol_columns_are_a_metric_family_beside_the_paper(tmp_path):
+    _ledger(tmp_path / "sl", "experiment=paper/table2_mf_health loss=sl", SL, ref_shift=0.004)
+    _ledger(tmp_path / "slk", "experiment=paper/table2_mf_health loss=slk", SLK, ref_shift=0.003)
+    t = make_report(from_directories([tmp_path])[0], ["ndcg@20", "ref:ndcg@20"], baseline="sl").table
+    ref = t[t["metric"] == "ref:ndcg@20"].set_index("row")
+    slk_ref = [v - 0.003 for v in SLK]
+    assert ref.loc["slk", "mean"] == pytest.approx(np_mean(slk_ref))
+    assert ref.loc["slk", "paper"] == 0.1390  # the paper's NDCG@20, measured here under the other protocol
+    assert ref.loc["slk", "paper_gap"] == pytest.approx((np_mean(slk_ref) - 0.1390) / 0.1390)
+    assert ref.loc["slk", "p_seed_t"] == pytest.approx(stats.ttest_rel(slk_ref, [v - 0.004 for v in SL]).pvalue)
+    ours = t[t["metric"] == "ndcg@20"].set_index("row")
+    assert ours.loc["slk", "mean"] == pytest.approx(np_mean(SLK))  # the test/ columns are untouched
