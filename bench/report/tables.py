@@ -16,6 +16,14 @@ from bench.report import stats
 from bench.report.runs import RunRecord
 
 SIG_MARKS = {"seed": "*", "user": "†"}
+#: backbones in the order of the paper's Table 2 columns; others follow alphabetically
+BACKBONE_ORDER = ("mf", "lightgcn", "xsimgcl")
+
+
+def _table_key(table: tuple[str, str, str]) -> tuple:
+    task, dataset, model = table
+    rank = BACKBONE_ORDER.index(model) if model in BACKBONE_ORDER else len(BACKBONE_ORDER)
+    return task, dataset, rank, model
 
 
 def _group(records: Iterable[RunRecord]) -> dict[tuple, dict[str, list[RunRecord]]]:
@@ -60,7 +68,7 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
     if correction not in ("holm", "none"):
         raise ValueError(f"correction must be holm or none, got {correction!r}")
     out, notes = [], []
-    for (task, dataset, model), rows in sorted(_group(records).items()):
+    for (task, dataset, model), rows in sorted(_group(records).items(), key=lambda item: _table_key(item[0])):
         base_label, note = find_baseline(rows, baseline)
         if note:
             notes.append(f"{dataset} / {model}: {note}")

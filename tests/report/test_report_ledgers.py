@@ -77,3 +77,11 @@ def test_the_reference_protocol_columns_are_a_metric_family_beside_the_paper(tmp
     assert ref.loc["slk", "p_seed_t"] == pytest.approx(stats.ttest_rel(slk_ref, [v - 0.004 for v in SL]).pvalue)
     ours = t[t["metric"] == "ndcg@20"].set_index("row")
     assert ours.loc["slk", "mean"] == pytest.approx(np_mean(SLK))  # the test/ columns are untouched
+
+
+def test_backbones_come_in_table_2_order_mf_lightgcn_xsimgcl(tmp_path):
+    for backbone in ("xsimgcl", "lightgcn", "mf"):
+        _ledger(tmp_path / backbone, f"experiment=paper/table2_{backbone}_health loss=sl", SL)
+    report = make_report(from_directories([tmp_path])[0], ["ndcg@20"])
+    assert list(dict.fromkeys(report.table["model"])) == ["mf", "lightgcn", "xsimgcl"]
+    assert list(dict.fromkeys(report.table["dataset"])) == ["health"]
