@@ -31,7 +31,7 @@ def test_short_run_writes_complete_results(tmp_path, tiny, make_cfg):
     assert [h["epoch"] for h in on_disk["history"]] == [0, 1, 2]
     best = max(on_disk["history"], key=lambda h: h["val/ndcg@20"])
     assert on_disk["best"]["epoch"] == best["epoch"]
-    assert set(on_disk["timing_s"]) == {"data", "fit", "test", "total"}
+    assert set(on_disk["timing_s"]) == {"data", "fit", "test", "total", "train_epoch_median"}
     users, per_user = read_per_user(tmp_path / "per_user_test.npz")
     assert users.size == on_disk["data"]["test_users"]
     for key, value in on_disk["test"].items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 import time
 from datetime import datetime, timezone
@@ -152,6 +153,9 @@ class WriteResults(L.Callback):
             best_path = str(Path(best_path).resolve().relative_to(self.dirpath.resolve()))  # the folder may move
         finished = now_iso()
         timing = {**result.timing_s, **self.timing}
+        # the median: neither the first epoch's warm-up nor the epochs that also validate move it
+        if pl_module.train_epoch_seconds:
+            timing["train_epoch_median"] = statistics.median(pl_module.train_epoch_seconds)
         if result.started_at:
             elapsed = datetime.fromisoformat(finished) - datetime.fromisoformat(result.started_at)
             timing["total"] = elapsed.total_seconds()

@@ -41,7 +41,9 @@ SAMPLED_METRICS_KEPT = frozenset({"mrr"})
 #: protocol), ``sampled/<metric>`` (the biased sampled protocol), ``diag/<name>`` (the loss's
 #: diagnostics at the best validation, e.g. SL@K's Theorem 3.2 check) and any caller's extras
 #: (``ref/<metric>``: the same checkpoint under another test protocol)
-ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch", "fit_s")
+#: (``fit_s``: the fit's wall seconds, validation included; ``train_epoch_s``: the median training epoch's)
+ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch", "fit_s",
+              "train_epoch_s")
 
 
 def setting_of(overrides: Iterable[str]) -> str:
@@ -80,6 +82,8 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
         "epochs_trained": res.epochs_trained if res.epochs_trained is not None else "",
         "best_epoch": res.best.get("epoch", ""),
         "fit_s": round(float(res.timing_s["fit"]), 1) if "fit" in res.timing_s else "",
+        "train_epoch_s": round(float(res.timing_s["train_epoch_median"]), 2)
+        if "train_epoch_median" in res.timing_s else "",
     }
     row.update({f"val/{m}": float(v) for m, v in sorted((res.best.get("val") or {}).items())})
     row.update({f"test/{m}": float(v) for m, v in sorted(res.test.items())})
@@ -113,7 +117,7 @@ def read_ledger(path: Path) -> list[dict[str, object]]:
 def _number(column: str, text: str | None) -> object:
     if column == "seed":
         return int(text or "")
-    if column.startswith(METRIC_PREFIXES) or column in ("fit_s",):
+    if column.startswith(METRIC_PREFIXES) or column in ("fit_s", "train_epoch_s"):
         return float(text) if text not in (None, "") else math.nan
     return text if text is not None else ""
 

@@ -82,6 +82,9 @@ class RankingModule(L.LightningModule):
         self._epoch_extra_sum: Tensor | float | None = None  # the same for the backbone's extra term
         self._epoch_pairs = 0
         self._epoch_start = 0.0
+        #: wall seconds of each epoch this process trained; Lightning validates before this hook, so an
+        #: epoch that validates includes its validation (the median skips those when n >= 3)
+        self.train_epoch_seconds: list[float] = []
         self.history: list[dict[str, float]] = []
         self.test_per_user: dict[str, Tensor] = {}
         self.test_users: Tensor | None = None
@@ -145,13 +148,14 @@ class RankingModule(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         # logged once from the module's own sums: a per-step self.log(on_epoch=True) costs ~2 ms a
         # step in Lightning's result collection, a tenth of a shared-negatives step
+        seconds = time.perf_counter() - self._epoch_start
+        self.train_epoch_seconds.append(seconds)
         if self._epoch_pairs:
             mean = float(self._epoch_loss_sum) / self._epoch_pairs
             self.log("train/loss", mean, prog_bar=True)
             if self._epoch_extra_sum is not None:  # e.g. XSimGCL's contrastive term
                 self.log("train/extra_loss", float(self._epoch_extra_sum) / self._epoch_pairs)
-            log.info("epoch %d: train loss %.4f (%.1f s)", self.current_epoch, mean,
-                     time.perf_counter() - self._epoch_start)
+            log.info("epoch %d: train loss %.4f (%.1f s)", self.current_epoch, mean, seconds)
 
     def training_step(self, rows: Tensor, batch_idx: int) -> Tensor:
         # the epoch's global batch number: under DDP rank r's i-th batch is batch i * world + r

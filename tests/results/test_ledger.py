@@ -26,7 +26,7 @@ def _result(seed: int, ndcg: float, tau: str = "0.1", sha: str = "ab" * 32) -> R
                                 "logger=csv", "hydra.sweep.dir=/x", "eval.sampled_negatives=100"],
                      best={"epoch": 149, "val": {"ndcg@20": ndcg + 0.01}},
                      test={"ndcg@20": ndcg, "recall@20": 2 * ndcg},
-                     epochs_trained=200, timing_s={"fit": 3600.04, "test": 5.0},
+                     epochs_trained=200, timing_s={"fit": 3600.04, "test": 5.0, "train_epoch_median": 17.234},
                      provenance={"code": {"commit": "c0ffee", "dirty": False},
                                  "data_files": {"/data/gowalla/train.txt": sha}},
                      finished_at=f"2026-12-01T10:0{seed}:00")
@@ -55,6 +55,14 @@ def test_row_round_trips_through_the_file(tmp_path):
     assert row["seed"] == 1 and row["commit"] == "c0ffee" and row["best_epoch"] == "149"
     assert row["fit_s"] == 3600.0 and row["test/ndcg@20"] == 0.16 and row["test/recall@20"] == 0.32
     assert row["ref/ndcg@20"] == 0.155
+    assert row["train_epoch_s"] == 17.23  # the median training epoch, rounded to 10 ms
+
+
+def test_a_run_without_epoch_times_leaves_the_column_blank(tmp_path):
+    res = _result(0, 0.1)
+    res.timing_s = {"fit": 10.0}  # written before epoch times were recorded
+    row = update_ledger(tmp_path / "runs.csv", [ledger_row(res)])[0]
+    assert math.isnan(row["train_epoch_s"]) and row["fit_s"] == 10.0
 
 
 def test_row_keeps_the_diagnostics_of_the_best_validation_only(tmp_path):

@@ -141,8 +141,9 @@ def test_a_run_records_code_data_hardware_versions_and_phases(tmp_path, make_cfg
     for lib in ("numpy", "scipy", "pandas"):
         assert on_disk["versions"][lib] == metadata.version(lib)
     timing = on_disk["timing_s"]
-    assert set(timing) == {"data", "fit", "test", "total"} and min(timing.values()) > 0
+    assert set(timing) == {"data", "fit", "test", "total", "train_epoch_median"} and min(timing.values()) > 0
     assert timing["total"] >= timing["fit"] + timing["test"]
+    assert timing["train_epoch_median"] * res.epochs_trained <= timing["fit"]
 
 
 @pytest.mark.slow
