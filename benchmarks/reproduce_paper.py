@@ -308,9 +308,12 @@ def main() -> int:
 def wide_table(ledgers: dict[str, list[dict[str, object]]], papers: dict[str, dict[str, float]]) -> str:
     """Markdown, one row per cell and one column per paper metric (the union, in first-seen order):
     ``ours ± 95% CI (n) · reference protocol · paper (gap of the reference protocol)``; a cell
-    without a metric, or without the paper's value for it, leaves that part blank."""
+    without a metric, or without the paper's value for it, leaves that part blank. When a ledger
+    records epoch times, a last column gives the median training epoch's seconds (mean over seeds)."""
     metrics = list(dict.fromkeys(m for paper in papers.values() for m in paper))
-    lines = ["| cell | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    timed = any(ledger_values(rows, "train_epoch_s") for rows in ledgers.values())
+    lines = ["| cell | " + " | ".join(metrics) + (" | s / epoch" if timed else "") + " |",
+             "|---|" + "---|" * (len(metrics) + timed)]
     for name, rows in ledgers.items():
         parts = []
         for m in metrics:
@@ -328,6 +331,9 @@ def wide_table(ledgers: dict[str, list[dict[str, object]]], papers: dict[str, di
                 gap = f" ({(np.mean(ref) - paper) / paper:+.1%})" if ref else ""
                 text += f" · {paper:.4f}{gap}"
             parts.append(text)
+        if timed:
+            epoch_s = list(ledger_values(rows, "train_epoch_s").values())
+            parts.append(f"{np.mean(epoch_s):.1f}" if epoch_s else "")
         lines.append(f"| {name} | " + " | ".join(parts) + " |")
     return "\n".join(lines) + "\n"
 

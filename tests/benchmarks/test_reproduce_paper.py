@@ -167,3 +167,11 @@ def test_wide_table_puts_every_paper_metric_of_a_cell_on_one_row(script):
     assert lines[2].endswith(f"| {x.mean() + 0.01:.4f} ± {half:.4f} (3) · 0.1000 |  |")  # no ref column, no ndcg@20
     # one seed: no interval; a metric the paper does not give for this cell: ours only
     assert lines[3] == "| b |  | 0.2000 (1) |  |"
+
+
+def test_wide_table_adds_seconds_per_epoch_when_a_ledger_has_them(script):
+    timed = [{"seed": s, "test/ndcg@20": 0.3, "train_epoch_s": t} for s, t in ((0, 1.7), (1, 2.1))]
+    untimed = [{"seed": 0, "test/ndcg@20": 0.2, "train_epoch_s": float("nan")}]
+    lines = script.wide_table({"a": timed, "b": untimed}, {"a": {"ndcg@20": 0.3}, "b": {"ndcg@20": 0.3}}).splitlines()
+    assert lines[0] == "| cell | ndcg@20 | s / epoch |" and lines[1] == "|---|---|---|"
+    assert lines[2].endswith("| 1.9 |") and lines[3] == "| b | 0.2000 (1) · 0.3000 |  |"
