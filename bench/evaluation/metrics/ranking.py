@@ -61,7 +61,8 @@ def ranks_within(full: Tensor, scores: Tensor) -> Tensor:
     """
     if scores.shape[1] <= _COUNT_MAX_M:
         # the lambda losses place 2 scores (positive + one negative) per row: counting
-        # beats sorting the row (5-25x for 1,200-40,000 items, one thread; benchmarks/speed_losses.py)
+        # beats sorting the row (lambda-loss steps 6-8x faster on Health at one thread;
+        # benchmarks/results/speed/2026-12-03-lambda-ranks.md)
         above = torch.zeros(scores.shape, dtype=torch.int64, device=scores.device)
         for m in range(scores.shape[1]):
             above[:, m] = (full > scores[:, m : m + 1]).sum(1)
