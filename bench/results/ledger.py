@@ -42,8 +42,9 @@ SAMPLED_METRICS_KEPT = frozenset({"mrr"})
 #: diagnostics at the best validation, e.g. SL@K's Theorem 3.2 check) and any caller's extras
 #: (``ref/<metric>``: the same checkpoint under another test protocol)
 #: (``fit_s``: the fit's wall seconds, validation included; ``train_epoch_s``: the median training epoch's)
-ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch", "fit_s",
-              "train_epoch_s")
+TIMING_COLUMNS = ("fit_s", "train_epoch_s")
+ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch",
+              *TIMING_COLUMNS)
 
 
 def setting_of(overrides: Iterable[str]) -> str:
@@ -117,7 +118,7 @@ def read_ledger(path: Path) -> list[dict[str, object]]:
 def _number(column: str, text: str | None) -> object:
     if column == "seed":
         return int(text or "")
-    if column.startswith(METRIC_PREFIXES) or column in ("fit_s", "train_epoch_s"):
+    if column.startswith(METRIC_PREFIXES) or column in TIMING_COLUMNS:
         return float(text) if text not in (None, "") else math.nan
     return text if text is not None else ""
 

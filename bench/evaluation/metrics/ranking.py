@@ -63,10 +63,7 @@ def ranks_within(full: Tensor, scores: Tensor) -> Tensor:
         # the lambda losses place 2 scores (positive + one negative) per row: counting
         # beats sorting the row (lambda-loss steps 6-8x faster on Health at one thread;
         # benchmarks/results/speed/2026-12-03-lambda-ranks.md)
-        above = torch.zeros(scores.shape, dtype=torch.int64, device=scores.device)
-        for m in range(scores.shape[1]):
-            above[:, m] = (full > scores[:, m : m + 1]).sum(1)
-        return 1 + above
+        return 1 + torch.stack([(full > scores[:, m : m + 1]).sum(1) for m in range(scores.shape[1])], dim=1)
     ascending = torch.sort(full, dim=1).values
     above = full.shape[1] - torch.searchsorted(ascending, scores.contiguous(), right=True)
     return 1 + above
