@@ -8,7 +8,7 @@ from bench.errors import ConfigError
 from bench.models import MODELS
 from bench.models.base import EmbeddingModel
 
-INITS = ("auto", "normal", "xavier_normal")
+INITS = ("auto", "normal", "xavier_normal", "xavier_uniform")
 
 
 @MODELS.register("mf")
@@ -21,7 +21,8 @@ class MF(EmbeddingModel):
         n_users, n_items: catalogue sizes.
         dim: embedding dimension (64 in the SL@K paper).
         score: "cosine" or "dot".
-        init: "normal" (N(0, init_std^2)), "xavier_normal", or "auto": normal with
+        init: "normal" (N(0, init_std^2)), "xavier_normal", "xavier_uniform" (XSimGCL's authors and the
+            SL@K reference code's XSimGCL: U(-a, a), a = sqrt(6 / (rows + dim))), or "auto": normal with
             std 1 for cosine scores (scale-free; PyTorch's embedding default, as in the
             SL@K reference code) and xavier-normal for dot scores (small initial scores,
             as the reference BPR).
@@ -40,6 +41,8 @@ class MF(EmbeddingModel):
         for table in (self.user_emb, self.item_emb):
             if init == "normal":
                 nn.init.normal_(table.weight, std=init_std)
+            elif init == "xavier_uniform":
+                nn.init.xavier_uniform_(table.weight)
             else:
                 nn.init.xavier_normal_(table.weight)
 

@@ -42,6 +42,17 @@ def test_lightgcn_propagation_equals_a_dense_reference():
     torch.testing.assert_close(model.full_scorer()(torch.tensor([3])), full[3:])
 
 
+def test_xavier_uniform_init_fills_each_table_within_its_glorot_bound():
+    torch.manual_seed(0)
+    model = XSimGCL(300, 500, dim=64, init="xavier_uniform")
+    for table in (model.user_emb.weight, model.item_emb.weight):
+        bound = (6 / (table.shape[0] + 64)) ** 0.5  # fan_in = dim, fan_out = rows, as torch counts a 2-D weight
+        assert table.abs().max() <= bound and table.abs().max() > 0.99 * bound
+        assert table.std().item() == pytest.approx(bound / 3**0.5, rel=0.02)  # the uniform's, not a normal's
+    with pytest.raises(Exception, match="unknown model.init 'glorot'; known: auto, normal, xavier_normal, xavier_uniform"):
+        MF(3, 4, init="glorot")
+
+
 def test_lightgcn_gradients_reach_the_free_embeddings():
     data, _ = _graph()
     model = LightGCN(4, 5, dim=3, layers=2)
