@@ -90,8 +90,9 @@ def test_table2_experiments_hold_the_documented_values():
             if backbone != "MF":
                 assert cfg.model.layers == {"LightGCN": 2, "XSimGCL": 3}[backbone]
             if backbone == "XSimGCL":  # IR-Benchmark's XSimGCL as its run script launches it
+                init = "xavier_normal" if loss == "bpr" else "xavier_uniform"
                 assert (cfg.model.cl_weight, cfg.model.cl_tau, cfg.model.noise_eps, cfg.model.contrast_layer,
-                        cfg.model.init) == (0.2, 0.1, 0.1, 1, "xavier_normal" if loss == "bpr" else "xavier_uniform"), exp
+                        cfg.model.init) == (0.2, 0.1, 0.1, 1, init), exp
     assert compose(["+experiment=paper/table2_mf_health", "loss=bpr", "output_dir=x"]).loss.n_negatives == 1
 
 

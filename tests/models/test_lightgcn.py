@@ -49,7 +49,8 @@ def test_xavier_uniform_init_fills_each_table_within_its_glorot_bound():
         bound = (6 / (table.shape[0] + 64)) ** 0.5  # fan_in = dim, fan_out = rows, as torch counts a 2-D weight
         assert table.abs().max() <= bound and table.abs().max() > 0.99 * bound
         assert table.std().item() == pytest.approx(bound / 3**0.5, rel=0.02)  # the uniform's, not a normal's
-    with pytest.raises(Exception, match="unknown model.init 'glorot'; known: auto, normal, xavier_normal, xavier_uniform"):
+    known = "auto, normal, xavier_normal, xavier_uniform"
+    with pytest.raises(Exception, match=f"unknown model.init 'glorot'; known: {known}"):
         MF(3, 4, init="glorot")
 
 
