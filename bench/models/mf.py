@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 
 from bench.errors import ConfigError
 from bench.models import MODELS
 from bench.models.base import EmbeddingModel
 
-INITS = ("auto", "normal", "xavier_normal", "xavier_uniform")
+# "normal" takes init_std; "auto" resolves to one of these by the score
+INITS: dict[str, Callable[..., Tensor]] = {
+    "normal": nn.init.normal_, "xavier_normal": nn.init.xavier_normal_, "xavier_uniform": nn.init.xavier_uniform_}
 
 
 @MODELS.register("mf")
@@ -32,8 +36,8 @@ class MF(EmbeddingModel):
     def __init__(self, n_users: int, n_items: int, dim: int = 64, score: str = "cosine",
                  init: str = "auto", init_std: float = 1.0) -> None:
         super().__init__(n_users, n_items, score)
-        if init not in INITS:
-            raise ConfigError(f"unknown model.init '{init}'; known: {', '.join(INITS)}")
+        if init != "auto" and init not in INITS:
+            raise ConfigError(f"unknown model.init '{init}'; known: auto, {', '.join(INITS)}")
         self.user_emb = nn.Embedding(n_users, dim)
         self.item_emb = nn.Embedding(n_items, dim)
         if init == "auto":
@@ -41,10 +45,8 @@ class MF(EmbeddingModel):
         for table in (self.user_emb, self.item_emb):
             if init == "normal":
                 nn.init.normal_(table.weight, std=init_std)
-            elif init == "xavier_uniform":
-                nn.init.xavier_uniform_(table.weight)
             else:
-                nn.init.xavier_normal_(table.weight)
+                INITS[init](table.weight)
 
     def embeddings(self) -> tuple[Tensor, Tensor]:
         return self.user_emb.weight, self.item_emb.weight
