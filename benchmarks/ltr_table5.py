@@ -15,14 +15,15 @@ Three stages, each resumable (completed runs are kept, so a stage can be spread 
    ``<dataset>/final_<loss>_fold<k>.csv``, :mod:`bench.results.ledger`); a run the ledger holds is
    not run again, so the 15 runs of a loss can be spread over machines whose run folders are gone.
    Without the tuning run folders, the choice is read from the committed ``tuning.csv`` (the
-   tuning stage's record, written by ``report``).
+   tuning stage's record, written by ``choose`` and by ``report``: run ``choose`` once a loss's tuning
+   is done, and commit it, so the choice survives the tuning runs' machine).
 3. ``report``: NDCG@5 per loss (mean over the fold x seed runs, 95% t-interval over them), the
    change against SL with a paired t-test over (fold, seed) pairs and a paired Wilcoxon test over
    test queries (each query's NDCG@5 averaged over seeds; every query is in one fold's test
    split; only where the run folders are here), Holm-corrected over the losses; written as
    ``summary.md`` / ``summary.csv`` / ``tuning.csv``.
 
-    BENCH_DATA_DIR=../shared/data python benchmarks/ltr_table5.py tune|final|report
+    BENCH_DATA_DIR=../shared/data python benchmarks/ltr_table5.py tune|choose|final|report
         [--dataset mq2008] [--losses sl slk ...] [--folds 1,2,3,4,5] [--seeds 0,1,2]
         [--runs /tmp/ltr-runs] [--out benchmarks/results/ltr/mq2008] [--ledger benchmarks/results/ltr]
 
@@ -208,11 +209,24 @@ def per_query(run: RunResult) -> pd.Series:
     return pd.Series(metrics[METRIC], index=pd.MultiIndex.from_arrays([[fold] * len(queries), queries]))
 
 
-def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl", ledger: Path | None = None,
-           dataset: str = "mq2008") -> str:
+def choose(losses: list[str], runs: Path, out: Path) -> dict[str, tuple[list[str], pd.DataFrame]]:
+    """Each loss's choice and tuning table (:func:`chosen`), written to ``out/tuning.csv`` (the record a
+    later session chooses from when the tuning run folders are gone); the record's rows of other losses
+    are kept, so the losses can be tuned and recorded a few at a time."""
     record = out / "tuning.csv"
     choices = {loss: chosen(loss, runs, record) for loss in losses}  # each tuning folder read once
-    tuning = pd.concat([table for _, table in choices.values()], ignore_index=True)
+    tables = [table for _, table in choices.values()]
+    if record.is_file():
+        held = pd.read_csv(record)
+        tables.insert(0, held[~held["loss"].isin(losses)])
+    out.mkdir(parents=True, exist_ok=True)
+    pd.concat(tables, ignore_index=True).to_csv(record, index=False)
+    return choices
+
+
+def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl", ledger: Path | None = None,
+           dataset: str = "mq2008") -> str:
+    choices = choose(losses, runs, out)
     values: dict[str, dict[tuple[int, int], float]] = {}
     queries: dict[str, pd.Series] = {}
     for loss in losses:
@@ -246,7 +260,6 @@ def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl", ledge
     table = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "summary.csv", index=False)
-    tuning.to_csv(out / "tuning.csv", index=False)
     lines = [f"| loss | {METRIC} (95% CI) | runs | vs {NAMES[baseline]} | p (fold x seed pairs) | "
              f"p (queries, Holm) | setting (fold 1 validation) | paper, WEB10K / WEB30K / Istella |",
              "|---|---|---|---|---|---|---|---|"]
@@ -263,7 +276,7 @@ def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl", ledge
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tune", "final", "report"])
+    parser.add_argument("stage", choices=["tune", "choose", "final", "report"])
     parser.add_argument("--dataset", default="mq2008")
     parser.add_argument("--losses", nargs="*", default=list(GRIDS), choices=list(GRIDS))
     parser.add_argument("--folds", default="1,2,3,4,5")
@@ -277,6 +290,9 @@ def main() -> int:
     out = args.out or Path("benchmarks/results/ltr") / args.dataset
     if args.stage == "tune":
         tune(args.dataset, args.losses, runs)
+    elif args.stage == "choose":
+        for loss, (setting, _) in choose(args.losses, runs, out).items():
+            print(f"{loss}: {' '.join(setting)}")
     elif args.stage == "final":
         final(args.dataset, args.losses, [int(f) for f in args.folds.split(",")],
               [int(s) for s in args.seeds.split(",")], runs, args.ledger, out / "tuning.csv")

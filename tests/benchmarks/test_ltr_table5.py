@@ -128,3 +128,23 @@ def test_final_runs_outlive_their_folders_in_the_ledger_and_the_choice_in_tuning
     assert before[6].strip() and not after[6].strip()  # the per-query test needs the run folders
     with pytest.raises(SystemExit, match="run the tune stage"):
         script.chosen("listnet", runs, out / "tuning.csv")
+
+
+def test_choose_records_each_loss_and_keeps_the_others_rows(script, tmp_path):
+    # losses tuned in different sessions: each choose call adds its losses to tuning.csv without dropping
+    # the earlier ones, and the record alone gives the same choices once the tuning folders are gone
+    import shutil
+
+    runs, out = tmp_path / "ohsumed", tmp_path / "out"
+    for i, tau in enumerate((0.1, 0.2, 0.5, 1.0, 2.0, 5.0)):
+        _run(runs / f"tune/sl/part0/{i}", "sl", [f"loss.tau={tau}"], 1, 0, val=0.7 if tau == 1.0 else 0.6, test=0.9)
+    assert script.choose(["sl"], runs, out)["sl"][0] == ["loss.tau=1.0"]
+    _run(runs / "tune/listnet/part1/0", "listnet", ["loss.tau=0.5"], 1, 0, val=0.5, test=0.0)
+    _run(runs / "tune/listnet/part2/0", "listnet", ["loss.tau=2.0"], 1, 0, val=0.55, test=0.0)
+    script.choose(["listnet"], runs, out)
+    record = out / "tuning.csv"
+    held = record.read_text().splitlines()
+    assert len(held) == 1 + 6 + 2 and sum(line.startswith("sl,") for line in held) == 6
+    shutil.rmtree(runs)
+    assert script.chosen("sl", runs, record)[0] == ["loss.tau=1.0"]
+    assert script.chosen("listnet", runs, record)[0] == ["loss.tau=2.0"]
