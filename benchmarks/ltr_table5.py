@@ -258,8 +258,7 @@ def report(losses: list[str], runs: Path, out: Path, baseline: str = "sl", ledge
     for row, adjusted in zip(rows, holm(pvalues), strict=True):
         row["p_queries_holm"] = adjusted
     table = pd.DataFrame(rows)
-    out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "summary.csv", index=False)
+    table.to_csv(out / "summary.csv", index=False)  # out exists: choose wrote tuning.csv there
     lines = [f"| loss | {METRIC} (95% CI) | runs | vs {NAMES[baseline]} | p (fold x seed pairs) | "
              f"p (queries, Holm) | setting (fold 1 validation) | paper, WEB10K / WEB30K / Istella |",
              "|---|---|---|---|---|---|---|---|"]
