@@ -3,11 +3,13 @@ benchmark scripts whose studies outlast one sitting (each stage can be rerun unt
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.errors import ConfigError
 from bench.results.schema import CHECKPOINT_DIR, COMPLETED, RESULTS_FILE, RunResult, override_key
 
 
@@ -24,13 +26,35 @@ def finish_run(folder: Path, overrides: Sequence[str]) -> str:
     if same and res is not None and res.status == COMPLETED:
         return "kept"
     if same and (folder / CHECKPOINT_DIR / "last.ckpt").exists():
-        cmd, action = [sys.executable, "-m", "bench", f"resume={folder}"], "resumed"
+        cmd, action = [sys.executable, "-m", "bench", f"resume={override_value(folder)}"], "resumed"
     else:
-        cmd = [sys.executable, "-m", "bench", *overrides, f"hydra.run.dir={folder}", "force=true"]
+        cmd = [sys.executable, "-m", "bench", *overrides, f"hydra.run.dir={override_value(folder)}", "force=true"]
         action = "started"
     print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=False)
+    done = subprocess.run(cmd, check=False)
+    if done.returncode and not (folder / RESULTS_FILE).exists():
+        # it failed before writing anything (a bad override, a crash at start): say so here, or
+        # the caller's loop would go on as if the run had been tried
+        print(f"! {folder}: the run exited with status {done.returncode} before writing {RESULTS_FILE}; "
+              "its error is above", flush=True)
     return action
+
+
+def override_value(path: Path | str) -> str:
+    """``path`` as a Hydra override value: quoted when it holds a character the override grammar
+    reads as syntax (``tau=0.05``, spaces, brackets, commas), unchanged otherwise.
+
+    >>> override_value("/runs/sl/tau=0.05")
+    "'/runs/sl/tau=0.05'"
+    """
+    text = str(path)
+    if re.fullmatch(r"[\w./:~+@%-]*", text):
+        return text
+    for quote in ("'", '"'):
+        if quote not in text and not text.endswith("\\"):
+            return f"{quote}{text}{quote}"
+    raise ConfigError(f"cannot pass the folder {text!r} to Hydra: it holds both quote characters; "
+                      "choose an output folder without them")
 
 
 def _settings(overrides: Sequence[str]) -> set[str]:

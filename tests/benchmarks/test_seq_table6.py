@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bench.app import compose
+from bench.app import compose, resume_in_place
 from bench.results import COMPLETED, RunResult, finish_run
 from bench.results import ledger as ledger_module
 from bench.results.io import write_per_user
 from bench.results.ledger import finish_recorded, ledger_row, read_ledger, update_ledger
+from bench.results.resumable import override_value
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_finish_run_keeps_resumes_or_starts(tmp_path, monkeypatch):
     import subprocess
 
     cmds = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, check: cmds.append(cmd))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, check: cmds.append(cmd) or subprocess.CompletedProcess(cmd, 0))
     done = tmp_path / "done"
     recorded = ["loss=sl", "seed=1", f"hydra.run.dir={done}", "force=true"]
     RunResult(status=COMPLETED, config={}, overrides=recorded).write(done)
@@ -116,6 +117,29 @@ def test_finish_run_keeps_resumes_or_starts(tmp_path, monkeypatch):
     assert finish_run(done, ["loss=sl", "seed=2"]) == "started"
     assert finish_run(tmp_path / "new", ["loss=sl", "seed=1"]) == "started"
     assert cmds[-1][3:] == ["loss=sl", "seed=1", f"hydra.run.dir={tmp_path / 'new'}", "force=true"]
+
+
+def test_finish_run_passes_folders_named_like_overrides_to_hydra(tmp_path, monkeypatch, capsys):
+    """The tune stage's folders are named after their settings (``sl/tau=0.05``): Hydra's override
+    grammar must read them back as the same path, when starting and when resuming."""
+    import subprocess
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    cmds = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, check: cmds.append(cmd) or subprocess.CompletedProcess(cmd, 2))
+    parse = OverridesParser.create().parse_override
+    folder = tmp_path / "tune" / "sl" / "tau=0.05, x[1]"
+    finish_run(folder, ["loss=sl", "loss.tau=0.05"])
+    assert parse(cmds[-1][-2]).value() == str(folder)
+    assert f"{folder}: the run exited with status 2 before writing results.json" in capsys.readouterr().out
+    RunResult(status="running", config={}, overrides=["loss=sl", "loss.tau=0.05"]).write(folder)
+    (folder / "checkpoints").mkdir()
+    (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert finish_run(folder, ["loss=sl", "loss.tau=0.05"]) == "resumed"
+    assert parse(cmds[-1][-1]).value() == str(folder)
+    assert parse(resume_in_place(["bench", cmds[-1][-1]])[-2]).value() == str(folder)
+    assert override_value("/runs/plain-name_1.5") == "/runs/plain-name_1.5"
 
 
 def test_the_report_compares_with_sl_per_seed_and_per_user(script, tmp_path):
