@@ -96,6 +96,12 @@ class SASRec(EmbeddingModel):
     Args:
         n_users, n_items: sizes. dim: d. max_len: history window. layers, heads: transformer.
         dropout: in training. score: "dot" (SASRec's) or "cosine".
+        pack: in training, place several users' histories side by side in one row of ``max_len``
+            (each attending only to its own past, positions as if alone) instead of one user a
+            row padded on the left. The same model: states equal the padded ones up to rounding
+            with dropout off; only the dropout draws differ. On Amazon Beauty and Games, where a
+            user holds ~7 training items and 13% of a padded batch is real, this encodes ~5x fewer
+            positions. Evaluation is not packed.
     """
 
     seq_items: Tensor  # buffers set by bind()
@@ -105,12 +111,14 @@ class SASRec(EmbeddingModel):
     tasks = ("seq",)
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, max_len: int = 50, layers: int = 2,
-                 heads: int = 1, dropout: float = 0.2, score: str = "dot", chunk: int = 1024) -> None:
+                 heads: int = 1, dropout: float = 0.2, score: str = "dot", chunk: int = 1024,
+                 pack: bool = False) -> None:
         super().__init__(n_users, n_items, score)
         if max_len < 1 or dim % heads:
             raise ConfigError(f"model.max_len must be >= 1 and model.dim divisible by model.heads "
                               f"(got {max_len}, {dim}, {heads})")
         self.max_len, self.heads, self.chunk, self.pad = int(max_len), int(heads), int(chunk), n_items
+        self.pack = bool(pack)
         self.item_emb = nn.Embedding(n_items + 1, dim, padding_idx=n_items)
         self.pos_emb = nn.Embedding(max_len, dim)
         self.dropout = UniformMaskDropout(dropout)
@@ -150,17 +158,58 @@ class SASRec(EmbeddingModel):
     def encode_all(self, window: Tensor) -> Tensor:
         """(B, L) right-aligned histories -> (B, L, d) states after each position (causal)."""
         L = window.shape[1]
-        x = self.item_emb(window) * math.sqrt(self.item_emb.embedding_dim) + self.pos_emb.weight[-L:]
-        x = self.dropout(x)
         pad = window == self.pad
         # causal, and padded keys hidden; each position may always see itself, so that no
         # attention row is empty (an all-masked row would put NaN into later layers)
         future = torch.triu(torch.ones(L, L, dtype=torch.bool, device=window.device), diagonal=1)
         eye = torch.eye(L, dtype=torch.bool, device=window.device)
         hidden = future.unsqueeze(0) | (pad.unsqueeze(1) & ~eye.unsqueeze(0))
+        return self._transform(window, self.pos_emb.weight[-L:], hidden)
+
+    def _transform(self, window: Tensor, positions: Tensor, hidden: Tensor) -> Tensor:
+        """(B, L) item ids, their (L, d) or (B, L, d) position embeddings and the (B, L, L) mask
+        of keys each position may not see -> (B, L, d) states."""
+        x = self.item_emb(window) * math.sqrt(self.item_emb.embedding_dim) + positions
+        x = self.dropout(x)
         for block in self.blocks:
             x = block(x, hidden)
         return self.norm(x)
+
+    def _encode_packed(self, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
+        """Each user's last ``n_u = min(len_u - 1, max_len)`` inputs, packed into rows of
+        ``max_len`` (first fit, longest first) -> ((P, d) states, (P,) target positions) in the
+        order of the padded encoding: user by user, positions ascending."""
+        L, device = self.max_len, starts.device
+        n = (ends - starts - 1).clamp(min=0, max=L)
+        # first fit decreasing, in Python: a batch is a few hundred users
+        placed: list[tuple[int, int, int]] = []  # (user, row, first column)
+        free: list[int] = []  # cells left in each row
+        for u in sorted(range(len(n)), key=lambda i: -int(n[i])):
+            need = int(n[u])
+            r = next((r for r, f in enumerate(free) if f >= need), len(free))
+            if r == len(free):
+                free.append(L)
+            placed.append((u, r, L - free[r]))
+            free[r] -= need
+        placed.sort()
+        row = torch.tensor([r for _, r, _ in placed], dtype=torch.long, device=device)
+        col = torch.tensor([c for _, _, c in placed], dtype=torch.long, device=device)
+        users = torch.repeat_interleave(torch.arange(len(n), device=device), n)
+        t = torch.arange(int(n.sum()), device=device) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
+        flat = (row[users] * L + col[users] + t)  # each real input's cell in the packed rows
+        target_pos = ends[users] - n[users] + t
+        R = len(free)
+        window = torch.full((R * L,), self.pad, dtype=torch.long, device=device)
+        window[flat] = self.seq_items[target_pos - 1]
+        segment = torch.full((R * L,), -1, dtype=torch.long, device=device)
+        segment[flat] = users
+        position = torch.zeros(R * L, dtype=torch.long, device=device)
+        position[flat] = L - n[users] + t  # where the item sits in the padded, right-aligned window
+        window, segment, position = window.view(R, L), segment.view(R, L), position.view(R, L)
+        future = torch.triu(torch.ones(L, L, dtype=torch.bool, device=device), diagonal=1)
+        hidden = future.unsqueeze(0) | (segment.unsqueeze(2) != segment.unsqueeze(1))
+        states = self._transform(window, self.pos_emb(position), hidden)
+        return states.reshape(R * L, -1)[flat], target_pos
 
     def user_states(self, users: Tensor, stage: str = "valid") -> Tensor:
         """(B, d) states after each user's training history (+ validation item at test)."""
@@ -201,6 +250,11 @@ class SASRec(EmbeddingModel):
         the sequences."""
         users = rows[:, 0]
         starts, ends = self.seq_indptr[users], self.seq_indptr[users + 1]
+        if self.pack and self.training:
+            vectors, target_pos = self._encode_packed(starts, ends)
+            owner = torch.repeat_interleave(users, (ends - starts - 1).clamp(min=0, max=self.max_len))
+            return Queries(users=owner, items=self.seq_items[target_pos], pair_ids=target_pos,
+                           vectors=self.normalise(vectors), item_emb=self._item_emb(), cosine=self.cosine)
         L = self.max_len
         idx = ends[:, None] - (L + 1) + torch.arange(L + 1, device=users.device)  # inputs then the last target
         ok = idx >= starts[:, None]

@@ -53,3 +53,32 @@ def test_the_cpu_dropout_is_inverted_dropout_with_a_uniform_mask():
     drop.eval()
     assert torch.equal(drop(x), x)
     assert torch.equal(UniformMaskDropout(0.0)(x), x) and not UniformMaskDropout(1.0)(x).any()
+
+
+def test_packed_training_encodes_the_same_pairs_and_states_as_the_padded_one():
+    """Several users' histories in one row, each seeing only its own past at its own positions:
+    with dropout off every pair's state equals the padded encoding's, in the same order."""
+    from bench.datasets.sequences import Sequences
+
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([2, 7, 3, 12, 1, 5, 9, 2, 4, 6, 3])  # 12 > max_len + 1: the window is cut
+    items = torch.randint(0, 30, (int(lengths.sum()),), generator=gen)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    seq = Sequences(items=items, indptr=indptr, valid_item=torch.full((11,), -1))
+    torch.manual_seed(0)
+    padded = SASRec(11, 30, dim=16, max_len=8, layers=2, heads=2)
+    packed = SASRec(11, 30, dim=16, max_len=8, layers=2, heads=2, pack=True)
+    packed.load_state_dict(padded.state_dict())
+    for model in (padded, packed):
+        model.bind(TrainData(n_users=11, n_items=30, train=torch.zeros(0, 2, dtype=torch.long), n_pairs=0,
+                             sequences=seq))
+    rows = torch.stack([torch.tensor([3, 0, 5, 1, 9, 4, 6, 2, 10, 7]), torch.zeros(10, dtype=torch.long)], 1)
+    a = padded.eval().encode(rows)
+    starts, ends = indptr[rows[:, 0]], indptr[rows[:, 0] + 1]
+    vectors, target_pos = packed.eval()._encode_packed(starts, ends)
+    torch.testing.assert_close(target_pos, a.pair_ids)
+    torch.testing.assert_close(vectors, a.vectors, atol=1e-5, rtol=1e-5)
+    # in training (dropout on) the same pairs in the same order
+    b = packed.train().encode(rows)
+    assert torch.equal(b.users, a.users) and torch.equal(b.items, a.items) and torch.equal(b.pair_ids, a.pair_ids)
+    assert b.vectors.shape == a.vectors.shape and b.vectors.requires_grad
