@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from bench.errors import BenchError
@@ -33,14 +33,15 @@ from bench.results.schema import (
 )
 
 LEDGER_FILE = "runs.csv"
-METRIC_PREFIXES = ("val/", "test/", "edge/", "sampled/", "ref/", "diag/")
+METRIC_PREFIXES = ("val/", "test/", "edge/", "sampled/", "ref/", "diag/", "curve/")
 #: the sampled protocol's means kept besides its @K metrics (its counts and seeds are not metrics)
 SAMPLED_METRICS_KEPT = frozenset({"mrr"})
 #: the columns before the metrics; metric columns are ``val/<metric>`` (the best validation values,
 #: which pick a tuned setting), ``test/<metric>``, ``edge/<metric>`` (link prediction's per-edge
 #: protocol), ``sampled/<metric>`` (the biased sampled protocol), ``diag/<name>`` (the loss's
 #: diagnostics at the best validation, e.g. SL@K's Theorem 3.2 check) and any caller's extras
-#: (``ref/<metric>``: the same checkpoint under another test protocol)
+#: (``ref/<metric>``: the same checkpoint under another test protocol; ``curve/<name>``: a point of the
+#: training curve, e.g. the validation NDCG@20 at epoch 50)
 #: (``fit_s``: the fit's wall seconds, validation included; ``train_epoch_s``: the median training epoch's)
 TIMING_COLUMNS = ("fit_s", "train_epoch_s")
 ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch",
@@ -167,15 +168,17 @@ def find_row(rows: Iterable[Mapping[str, object]], overrides: Iterable[str]) -> 
     return next((r for r in rows if _key(r) == want), None)
 
 
-def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True) -> str:
+def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True,
+                    extra: Callable[[RunResult], Mapping[str, float]] | None = None) -> str:
     """:func:`bench.results.finish_run`, unless the ledger already holds this run; a run it completes
-    (or finds completed) goes into the ledger. Returns ``"ledger"``, or what ``finish_run`` did."""
+    (or finds completed) goes into the ledger, with ``extra(result)``'s columns (:func:`ledger_row`).
+    Returns ``"ledger"``, or what ``finish_run`` did."""
     if find_row(read_ledger(ledger), overrides) is not None:
         return "ledger"
     action = finish_run(folder, overrides)
     res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
     if res is not None and res.status == COMPLETED:
-        update_ledger(ledger, [ledger_row(res)], one_setting)
+        update_ledger(ledger, [ledger_row(res, extra(res) if extra else None)], one_setting)
     return action
 
 
