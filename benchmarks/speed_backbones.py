@@ -3,9 +3,11 @@
 (1) LightGCN (2 layers) and XSimGCL vs MF on a CF data set (default Gowalla), SL with
     N = 1000 negatives, the same pre-sampled batches; (2) SASRec's dropout, PyTorch's CPU
     kernel against the uniform-mask one SASRec uses, forward and backward on one attention-sized
-    tensor; (3) one SASRec epoch on a timestamped data set (default ml100k-seq).
+    tensor; (3) one SASRec epoch on a sequential data set (default ml100k-seq; games and
+    beauty-seq are the short-history Amazon sets), one user a row and packed (``model.pack``).
 
     BENCH_DATA_DIR=../shared/data python benchmarks/speed_backbones.py [--dataset gowalla] [--steps 10]
+        [--skip-cf] [--seq-dataset ml100k-seq | --seq-experiment seq/table6_games]
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seq-dataset", default="ml100k-seq")
+    parser.add_argument("--seq-experiment", default=None,
+                        help="time a sequential experiment's setting instead, e.g. seq/table6_games")
     parser.add_argument("--skip-cf", action="store_true", help="only the SASRec epoch")
     parser.add_argument("--allocator", default="retain", choices=["retain", "default"],
                         help="retain: keep freed buffers for reuse, as runs do (retain_freed_memory=true)")
@@ -90,30 +94,35 @@ def main() -> None:
     print(f"\nSASRec dropout on 128 x 50 x 50, forward + backward: nn.Dropout {t_native:.2f} ms, "
           f"UniformMaskDropout {t_uniform:.2f} ms ({t_native / t_uniform:.1f}x)")
 
-    # SASRec: one real epoch through the pipeline ------------------------------------------
-    cfg = compose(["task=seq", "model=sasrec", f"dataset={args.seq_dataset}", "loss=sl", "logger=none",
-                   "output_dir=/tmp/bench-speed"])
-    seq_data = load_dataset(cfg.dataset)
-    note = ""
-    if seq_data.train_timestamps is None:
-        # e.g. the paper's ML-1M split, which has no timestamps: a seeded random order gives
-        # a sequence data set of the same size, good for timing only
-        gen = torch.Generator().manual_seed(0)
-        seq_data.train_timestamps = torch.randperm(seq_data.train.shape[0], generator=gen).double()
-        order = torch.randperm(seq_data.test.shape[0], generator=gen).double()
-        seq_data.test_timestamps = seq_data.train.shape[0] + order
-        note = " (no timestamps in this data set: random order, timing only)"
-    seq_dm = instantiate(cfg.task).datamodule(seq_data, seed=0)
-    model = instantiate(cfg.model, n_users=seq_dm.splits.n_users, n_items=seq_dm.splits.n_items)
-    module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed=0)
-    trainer = L.Trainer(max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
-                        use_distributed_sampler=False, num_sanity_val_steps=0)
-    t0 = time.perf_counter()
-    trainer.fit(module, datamodule=seq_dm)
-    print(f"\nSASRec, one epoch on {args.seq_dataset} ({seq_dm.splits.n_users} users, "
-          f"{len(seq_dm.train_dataloader())} batches of {seq_dm.batch_size} users){note}: "
-          f"{time.perf_counter() - t0:.1f} s")
+    # SASRec: one real epoch through the pipeline, one user a row (padded) and packed ----------
+    for pack in (False, True):
+        setup = ([f"+experiment={args.seq_experiment}"] if args.seq_experiment
+                 else ["task=seq", "model=sasrec", f"dataset={args.seq_dataset}"])
+        cfg = compose([*setup, "loss=sl", "logger=none", f"model.pack={str(pack).lower()}",
+                       "output_dir=/tmp/bench-speed"])
+        seq_data = load_dataset(cfg.dataset)
+        note = ""
+        if seq_data.train_timestamps is None:
+            # e.g. the paper's ML-1M split, which has no timestamps: a seeded random order gives
+            # a sequence data set of the same size, good for timing only
+            gen = torch.Generator().manual_seed(0)
+            seq_data.train_timestamps = torch.randperm(seq_data.train.shape[0], generator=gen).double()
+            order = torch.randperm(seq_data.test.shape[0], generator=gen).double()
+            seq_data.test_timestamps = seq_data.train.shape[0] + order
+            note = " (no timestamps in this data set: random order, timing only)"
+        seq_dm = instantiate(cfg.task).datamodule(seq_data, seed=0)
+        model = instantiate(cfg.model, n_users=seq_dm.splits.n_users, n_items=seq_dm.splits.n_items)
+        module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed=0,
+                               negatives=str(cfg.train.get("negatives", "per_pair")),
+                               shared_groups=int(cfg.train.get("shared_groups", 1)))
+        trainer = L.Trainer(max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                            use_distributed_sampler=False, num_sanity_val_steps=0)
+        t0 = time.perf_counter()
+        trainer.fit(module, datamodule=seq_dm)
+        print(f"\nSASRec ({'packed' if pack else 'one user a row'}), one epoch on {cfg.dataset.name} "
+              f"({seq_dm.splits.n_users} users, {len(seq_dm.train_dataloader())} batches of {seq_dm.batch_size} "
+              f"users){note}: {time.perf_counter() - t0:.1f} s")
 
 
 if __name__ == "__main__":
