@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
 from bench.errors import BenchError
 from bench.experiments import apply_per_loss
+from bench.results.resumable import override_value
 from bench.results.schema import RunResult, override_key
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
                          "start a new run for that (allowed with resume=: trainer.max_epochs, logger, devices)")
     kept = [o for o in res.job_overrides if override_key(o) not in WHERE_KEYS and not o.startswith("hydra")]
     extra_keys = {override_key(o) for o in extra}
-    overrides = [*supersede(kept, extra), f"output_dir={output_dir}"]
+    overrides = [*supersede(kept, extra), f"output_dir={override_value(output_dir)}"]
     try:
         cfg = compose(overrides)
     except Exception as exc:

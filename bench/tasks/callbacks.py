@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import Checkpoint, EarlyStopping, ModelCheckpoint, TQDMProgressBar
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,18 @@ class BestCheckpoint(ModelCheckpoint):
         super().load_state_dict(state_dict)
 
 
-class LastCheckpoint(L.Callback):
+class LastCheckpoint(Checkpoint):
     """Write ``last.ckpt`` after every training epoch, atomically.
 
     Lightning's ModelCheckpoint writes ``last`` only together with a top-k save, i.e.
     only on validation epochs; resuming needs every epoch. The file is written beside
     and renamed, so a kill during the write leaves the previous checkpoint intact.
+
+    A ``Checkpoint`` so that Lightning calls it after the other callbacks, the best checkpoint
+    listed before it included: when validation runs every epoch (and on the last epoch, see
+    :class:`ValidateOnLastEpoch`) ModelCheckpoint saves at the end of the training epoch, and
+    written before that, ``last.ckpt`` would hold the best score of the validation before, so a
+    resumed run could replace the best model by a worse one.
     """
 
     def __init__(self, dirpath: str | Path, filename: str = "last.ckpt") -> None:

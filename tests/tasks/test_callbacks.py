@@ -84,3 +84,20 @@ def test_optional_callbacks_are_left_out_when_off():
     assert isinstance(progress_bar(True), StepProgressBar)
     stop = early_stopping("val/ndcg@20", 3)
     assert stop.patience == 3 and stop.monitor == "val/ndcg@20" and stop.mode == "max"
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_last_ckpt_holds_the_best_checkpoints_record_of_its_own_epoch(every, tiny, make_cfg, tmp_path):
+    """With validation every epoch (and on the last epoch whatever the interval) Lightning's
+    ModelCheckpoint saves at the end of the training epoch: last.ckpt, written after it, must hold
+    that epoch's best score, or a resumed run would take a worse model for an improvement."""
+    import torch
+
+    cfg = make_cfg([*tiny, "trainer.max_epochs=3", f"trainer.check_val_every_n_epoch={every}", "logger=none"],
+                   tmp_path)
+    res = train_and_test(cfg)
+    state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)
+    (record,) = [v for k, v in state["callbacks"].items() if k.startswith("ModelCheckpoint")]
+    scores = [h["val/ndcg@20"] for h in res.history if "val/ndcg@20" in h]
+    assert float(record["best_model_score"]) == pytest.approx(max(scores), abs=1e-7)
+    assert record["best_model_path"].endswith("best.ckpt") and res.best["epoch"] == 2  # the last epoch was the best
