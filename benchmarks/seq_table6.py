@@ -18,7 +18,8 @@ run folders still here.
 3. ``report``: per data set, Hit@20 and NDCG@20 (mean ± 95% t-interval over seeds), each loss
    against SL (relative change, paired t-test over seeds, Wilcoxon over users of seed-averaged
    NDCG@20, Holm over the comparisons), the biased sampled protocol (the test item among 100
-   sampled items: Hit@10 / NDCG@10, as SASRec's paper reported) and the paper's numbers.
+   sampled items: Hit@10 / NDCG@10, as SASRec's paper reported) and the paper's numbers. A tuned value
+   at either end of its grid is flagged ("grid edge"): the best may lie outside it.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/seq_table6.py tune|final|report
         [--datasets games beauty] [--seeds 0,1,2] [--runs /tmp/table6] [--out benchmarks/results/seq/table6]
@@ -55,6 +56,13 @@ def grid(loss: str) -> tuple[str, list[str]]:
     if not (spec.startswith("choice(") and spec.endswith(")")):
         raise SystemExit(f"{path}: expected one `key: choice(...)` parameter, got {key}: {spec}")
     return key, [v.strip() for v in spec[len("choice("):-1].split(",")]
+
+
+def at_grid_edge(loss: str, setting: list[str]) -> bool:
+    """Whether the chosen value of the loss's tuned key is the first or last of its grid."""
+    key, values = grid(loss)
+    chosen_value = dict(s.split("=", 1) for s in setting).get(key)
+    return chosen_value in (values[0], values[-1])
 
 
 def experiment(dataset: str, loss: str) -> list[str]:
@@ -173,6 +181,8 @@ def report(runs: Path, ledger: Path, datasets: list[str], out: Path) -> str:
             if not runs_of:
                 continue
             setting = (" ".join(choices[loss][0]) or "-") if loss in choices else "?"
+            if loss in choices and loss != "bce" and at_grid_edge(loss, choices[loss][0]):
+                setting += " (grid edge)"  # the best may lie beyond the grid: say so beside the number
             row: dict = {"dataset": dataset, "loss": NAMES[loss], "seeds": len(runs_of), "setting": setting}
             for m in ("hit@20", "ndcg@20"):
                 ci = interval(runs_of, m)

@@ -166,7 +166,7 @@ def test_the_report_compares_with_sl_per_seed_and_per_user(script, tmp_path):
     assert p_users in rows["SL@20"]  # one comparison: Holm keeps it
     assert f"{0.5 + x.mean():.4f} / 0.3000" in rows["SL@20"]  # the biased sampled column
     assert "0.2243 / 0.1024" in rows["SL"]  # the paper's values, from the experiment
-    assert "loss.tau=0.2" in rows["SL"]  # SL's choice; SL@20's tuning is not finished
+    assert "loss.tau=0.2 |" in rows["SL"]  # SL's choice, inside its grid; SL@20's tuning is not finished
     assert rows["SL@20"].rstrip(" |").endswith("?")
 
     # the run folders of seed 2 are gone (another machine): the seed still counts, the per-user test
@@ -177,3 +177,13 @@ def test_the_report_compares_with_sl_per_seed_and_per_user(script, tmp_path):
     rows = {r.split("|")[2].strip(): r for r in text.splitlines()[2:]}
     assert f"{x.mean():.4f} ± {half:.4f}" in rows["SL@20"] and f"{stats.ttest_rel(x, y).pvalue:.2g}" in rows["SL@20"]
     assert rows["SL@20"].split("|")[8].strip() == ""
+
+
+def test_a_choice_at_the_edge_of_its_grid_is_flagged(script, tmp_path):
+    runs, ledger = tmp_path / "runs", tmp_path / "ledger"
+    _tune_sl(script, runs, ledger, "0.05")  # the smallest tau of the grid wins
+    _run(None, script.final_ledger(ledger, "games", "sl"),
+         [*script.experiment("games", "sl"), "loss.tau=0.05", "seed=0", "logger=csv"], 0.5,
+         {"hit@20": 0.2, "ndcg@20": 0.1})
+    text = script.report(runs, ledger, ["games"], tmp_path / "out")
+    assert "| loss.tau=0.05 (grid edge) |" in text
