@@ -53,7 +53,7 @@ def _tune_sl(script, runs: Path, ledger: Path, best_tau: str) -> None:
 
 
 def test_the_grids_are_the_sweepers_and_compose(script, tmp_path):
-    assert script.grid("sl") == ("loss.tau", ["0.05", "0.1", "0.2", "0.5", "1.0", "2.0"])
+    assert script.grid("sl") == ("loss.tau", ["0.02", "0.05", "0.1", "0.2", "0.5", "1.0"])
     assert script.grid("slk") == ("loss.tau_w", ["0.5", "1.0", "1.5", "2.0", "2.5", "3.0"])
     runs, ledger = tmp_path / "runs", tmp_path / "ledger"
     with pytest.raises(SystemExit, match="tuning not finished"):  # SL@20 waits for SL's tau
@@ -181,9 +181,9 @@ def test_the_report_compares_with_sl_per_seed_and_per_user(script, tmp_path):
 
 def test_a_choice_at_the_edge_of_its_grid_is_flagged(script, tmp_path):
     runs, ledger = tmp_path / "runs", tmp_path / "ledger"
-    _tune_sl(script, runs, ledger, "0.05")  # the smallest tau of the grid wins
+    _tune_sl(script, runs, ledger, "0.02")  # the smallest tau of the grid wins
     _run(None, script.final_ledger(ledger, "games", "sl"),
-         [*script.experiment("games", "sl"), "loss.tau=0.05", "seed=0", "logger=csv"], 0.5,
+         [*script.experiment("games", "sl"), "loss.tau=0.02", "seed=0", "logger=csv"], 0.5,
          {"hit@20": 0.2, "ndcg@20": 0.1})
     text = script.report(runs, ledger, ["games"], tmp_path / "out")
-    assert "| loss.tau=0.05 (grid edge) |" in text
+    assert "| loss.tau=0.02 (grid edge) |" in text
