@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import yaml
@@ -119,31 +122,75 @@ def chosen(ledger: Path, dataset: str, loss: str) -> tuple[list[str], pd.DataFra
     return str(table.loc[table["val_" + METRIC].idxmax(), "setting"]).split(), table
 
 
-def tune(runs: Path, ledger: Path, datasets: list[str]) -> None:
-    for dataset in datasets:
+class Job(NamedTuple):
+    """One run of the study: where it runs, what makes it, and the ledger that records it."""
+
+    folder: Path
+    overrides: tuple[str, ...]
+    ledger: Path
+    one_setting: bool
+
+
+def runnable(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], stages: Sequence[str],
+             blocked: list[str] | None = None) -> list[Job]:
+    """The runs of ``stages`` (``tune``, ``final``) that the ledgers do not hold and whose inputs
+    are settled (SL@20's tuning once SL's tau is chosen, a loss's finals once its value is), in the
+    order the sequential stages take them. ``blocked`` collects why the others must wait."""
+    jobs: list[Job] = []
+    for dataset in datasets if "tune" in stages else []:
         for loss in ("sl", "slk"):  # SL first: SL@20 takes its tau_d
             try:
                 trials = settings(ledger, dataset, loss)
             except SystemExit as why:
-                print(why, flush=True)
+                (blocked if blocked is not None else []).append(str(why))
                 continue
             for setting in trials:
-                finish_recorded(tuned_folder(runs, dataset, loss, setting), tune_overrides(dataset, loss, setting),
-                                tune_ledger(ledger, dataset, loss), one_setting=False)
-
-
-def final(runs: Path, ledger: Path, datasets: list[str], seeds: list[int]) -> None:
-    for seed in seeds:  # seed-major: every loss gets its first seed before any gets a second
+                jobs.append(Job(tuned_folder(runs, dataset, loss, setting), tuple(tune_overrides(dataset, loss, setting)),
+                                tune_ledger(ledger, dataset, loss), one_setting=False))
+    for seed in seeds if "final" in stages else []:  # seed-major: every loss gets its first seed before any a second
         for dataset in datasets:
             for loss in LOSSES:
                 try:
                     setting = chosen(ledger, dataset, loss)[0]
                 except SystemExit as why:
-                    print(why, flush=True)
+                    if "tune" not in stages and blocked is not None:
+                        blocked.append(str(why))
                     continue
-                finish_recorded(final_folder(runs, dataset, loss, seed),
-                                [*experiment(dataset, loss), *setting, f"seed={seed}", "logger=csv"],
-                                final_ledger(ledger, dataset, loss))
+                jobs.append(Job(final_folder(runs, dataset, loss, seed),
+                                (*experiment(dataset, loss), *setting, f"seed={seed}", "logger=csv"),
+                                final_ledger(ledger, dataset, loss), one_setting=True))
+    return [j for j in jobs if find_row(read_ledger(j.ledger), j.overrides) is None]
+
+
+def run_stages(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], stages: Sequence[str],
+               jobs: int = 1) -> None:
+    """Run what :func:`runnable` offers, ``jobs`` runs at a time, each into its ledger, until nothing
+    is left that can start: a run that ends settles the next ones (SL's last tuning run lets SL@20's
+    start, a tuned loss's finals follow). Each run is tried once per call; with ``jobs`` > 1 a run's
+    output goes to ``<folder>.log`` beside its folder. On a GPU several small SASRec runs share one
+    card: each is bound by its own process's Python, not by the GPU."""
+    tried: set[Path] = set()
+    running: dict[Future, Job] = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        while True:
+            blocked: list[str] = []
+            for job in runnable(runs, ledger, datasets, seeds, stages, blocked):
+                if len(running) >= jobs:
+                    break
+                if job.folder in tried:
+                    continue
+                tried.add(job.folder)
+                log = job.folder.with_name(job.folder.name + ".log") if jobs > 1 else None
+                running[pool.submit(finish_recorded, job.folder, list(job.overrides), job.ledger, job.one_setting,
+                                    None, log)] = job
+            if not running:
+                for why in dict.fromkeys(blocked):
+                    print(why, flush=True)
+                return
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                print(f"{job.folder}: {future.result()}", flush=True)
 
 
 def final_folder(runs: Path, dataset: str, loss: str, seed: int) -> Path:
@@ -222,18 +269,20 @@ def report(runs: Path, ledger: Path, datasets: list[str], out: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tune", "final", "report"])
+    parser.add_argument("stage", choices=["tune", "final", "all", "report"],
+                        help="all: tune and final together, each final starting once its loss is tuned")
     parser.add_argument("--datasets", nargs="*", default=["games", "beauty"], choices=["games", "beauty"])
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--runs", type=Path, default=Path("table6-runs"))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/seq/table6"))
     parser.add_argument("--ledger", type=Path, default=Path("benchmarks/results/seq/table6"),
                         help="where the committed run ledgers go (<dataset>/tune_<loss>.csv, final_<loss>.csv)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at a time (a GPU, or one CPU thread each: OMP_NUM_THREADS=1)")
     args = parser.parse_args()
-    if args.stage == "tune":
-        tune(args.runs, args.ledger, args.datasets)
-    elif args.stage == "final":
-        final(args.runs, args.ledger, args.datasets, [int(s) for s in args.seeds.split(",")])
+    if args.stage != "report":
+        stages = ("tune", "final") if args.stage == "all" else (args.stage,)
+        run_stages(args.runs, args.ledger, args.datasets, [int(s) for s in args.seeds.split(",")], stages, args.jobs)
     else:
         print(report(args.runs, args.ledger, args.datasets, args.out), end="")
     return 0

@@ -14,8 +14,10 @@ of another is refused in one line, so seeds of different configurations are neve
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -44,8 +46,10 @@ SAMPLED_METRICS_KEPT = frozenset({"mrr"})
 #: training curve, e.g. the validation NDCG@20 at epoch 50)
 #: (``fit_s``: the fit's wall seconds, validation included; ``train_epoch_s``: the median training epoch's)
 TIMING_COLUMNS = ("fit_s", "train_epoch_s")
+#: ``device``: what the run trained on (``cpu``, or ``cuda:0 NVIDIA H200``), without which neither its
+#: timings nor a difference in its metrics can be read (GPU kernels do not reproduce the CPU's digits)
 ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch",
-              *TIMING_COLUMNS)
+              *TIMING_COLUMNS, "device")
 
 
 def setting_of(overrides: Iterable[str]) -> str:
@@ -86,6 +90,7 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
         "fit_s": round(float(res.timing_s["fit"]), 1) if "fit" in res.timing_s else "",
         "train_epoch_s": round(float(res.timing_s["train_epoch_median"]), 2)
         if "train_epoch_median" in res.timing_s else "",
+        "device": device_of(res),
     }
     row.update({f"val/{m}": float(v) for m, v in sorted((res.best.get("val") or {}).items())})
     row.update({f"test/{m}": float(v) for m, v in sorted(res.test.items())})
@@ -96,6 +101,12 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
     row.update({k: float(v) for k, v in sorted(at_best.items()) if k.startswith("diag/")})
     row.update(dict(extra or {}))
     return row
+
+
+def device_of(res: RunResult) -> str:
+    """``cpu``, ``cuda:0 NVIDIA H200`` (the GPU's name from the run's hardware record), or ""."""
+    gpu = (res.provenance.get("hardware") or {}).get("gpu")
+    return " ".join(str(x) for x in (res.device, gpu) if x)
 
 
 def read_ledger(path: Path) -> list[dict[str, object]]:
@@ -132,6 +143,20 @@ def update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_sett
     Raises:
         BenchError: a new row's data (or, with ``one_setting``, its setting) differs from the ledger's.
     """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # runs finishing together (seq_table6.py --jobs, lanes sharing a ledger) each read, add and write:
+    # the lock (on the folder: no lock file is left beside a committed ledger) makes that one step, so
+    # no finished run's row is lost to another's write
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        return _update_ledger(path, new_rows, one_setting)
+    finally:
+        os.close(folder)  # closing releases the lock
+
+
+def _update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_setting: bool
+                   ) -> list[dict[str, object]]:
     rows = {_key(r): dict(r) for r in read_ledger(path)}
     for new in new_rows:
         for key in ("setting", "data") if one_setting else ("data",):
@@ -146,7 +171,6 @@ def update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_sett
     columns = list(ID_COLUMNS)
     for r in ordered:
         columns += [c for c in r if c not in columns]
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns, restval="", lineterminator="\n")
@@ -169,13 +193,13 @@ def find_row(rows: Iterable[Mapping[str, object]], overrides: Iterable[str]) -> 
 
 
 def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True,
-                    extra: Callable[[RunResult], Mapping[str, float]] | None = None) -> str:
+                    extra: Callable[[RunResult], Mapping[str, float]] | None = None, log: Path | None = None) -> str:
     """:func:`bench.results.finish_run`, unless the ledger already holds this run; a run it completes
     (or finds completed) goes into the ledger, with ``extra(result)``'s columns (:func:`ledger_row`).
-    Returns ``"ledger"``, or what ``finish_run`` did."""
+    Returns ``"ledger"``, or what ``finish_run`` did (``log``: see there)."""
     if find_row(read_ledger(ledger), overrides) is not None:
         return "ledger"
-    action = finish_run(folder, overrides)
+    action = finish_run(folder, overrides, log)
     res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
     if res is not None and res.status == COMPLETED:
         update_ledger(ledger, [ledger_row(res, extra(res) if extra else None)], one_setting)

@@ -13,13 +13,14 @@ from bench.errors import ConfigError
 from bench.results.schema import CHECKPOINT_DIR, COMPLETED, RESULTS_FILE, RunResult, override_key
 
 
-def finish_run(folder: Path, overrides: Sequence[str]) -> str:
+def finish_run(folder: Path, overrides: Sequence[str], log: Path | None = None) -> str:
     """Make ``folder`` hold a completed run of ``overrides`` (``python -m bench`` in a subprocess).
 
     A completed run of these overrides is kept; an interrupted one with a ``last.ckpt`` is resumed
     (``resume=``). Anything else in the folder, including a run of other overrides, is replaced by
     a fresh start. Returns what was done: ``"kept"``, ``"resumed"`` or ``"started"``. A failing run
-    is reported in its own ``results.json``; the caller moves on to the next one.
+    is reported in its own ``results.json``; the caller moves on to the next one. ``log``: a file the
+    run's output is appended to instead of this process's (runs side by side would interleave theirs).
     """
     res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
     same = res is not None and _settings(res.job_overrides) == _settings(overrides)
@@ -31,12 +32,17 @@ def finish_run(folder: Path, overrides: Sequence[str]) -> str:
         cmd = [sys.executable, "-m", "bench", *overrides, f"hydra.run.dir={override_value(folder)}", "force=true"]
         action = "started"
     print("+", " ".join(cmd), flush=True)
-    done = subprocess.run(cmd, check=False)
+    if log is None:
+        done = subprocess.run(cmd, check=False)
+    else:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as out:
+            done = subprocess.run(cmd, check=False, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode and not (folder / RESULTS_FILE).exists():
         # it failed before writing anything (a bad override, a crash at start): say so here, or
         # the caller's loop would go on as if the run had been tried
         print(f"! {folder}: the run exited with status {done.returncode} before writing {RESULTS_FILE}; "
-              "its error is above", flush=True)
+              f"its error is {'above' if log is None else f'in {log}'}", flush=True)
     return action
 
 

@@ -74,8 +74,9 @@ def test_the_choice_is_by_validation_and_tune_runs_only_what_the_ledger_lacks(sc
     shutil.rmtree(runs)  # another machine: the tuning folders are gone, the committed ledger is not
     assert script.chosen(ledger, "games", "sl")[0] == ["loss.tau=1.0"]
     calls = []
-    monkeypatch.setattr(ledger_module, "finish_run", lambda folder, overrides: calls.append((folder, overrides)))
-    script.tune(runs, ledger, ["games"])
+    monkeypatch.setattr(ledger_module, "finish_run",
+                        lambda folder, overrides, log=None: calls.append((folder, overrides)))
+    script.run_stages(runs, ledger, ["games"], [0, 1, 2], ["tune"])
     # SL's six runs are in the ledger and are not run again; SL@20's six start with SL's tau
     assert all("loss=slk" in o for _, o in calls) and len(calls) == 6
     assert all("loss.tau_d=1.0" in o and f"seed={script.TUNE_SEED}" in o for _, o in calls)
@@ -85,7 +86,7 @@ def test_a_run_is_recorded_once_it_completes(script, tmp_path, monkeypatch):
     ledger = tmp_path / "ledger" / "final_sl.csv"
     overrides = [*script.experiment("games", "sl"), "loss.tau=0.2", "seed=1", "logger=csv"]
 
-    def fake_finish(folder, overrides_):  # what python -m bench leaves behind
+    def fake_finish(folder, overrides_, log=None):  # what python -m bench leaves behind
         RunResult(status=COMPLETED, config={"seed": 1}, overrides=overrides_, test={"ndcg@20": 0.1},
                   best={"val": {"ndcg@20": 0.2}}).write(folder)
         return "started"
@@ -95,6 +96,51 @@ def test_a_run_is_recorded_once_it_completes(script, tmp_path, monkeypatch):
     assert finish_recorded(tmp_path / "elsewhere", overrides, ledger) == "ledger"
     (row,) = read_ledger(ledger)
     assert row["seed"] == 1 and row["val/ndcg@20"] == 0.2 and row["test/ndcg@20"] == 0.1
+
+
+def test_all_runs_side_by_side_each_run_once_its_inputs_are_chosen(script, tmp_path, monkeypatch, capsys):
+    """``all --jobs 4``: SL's grid, then SL@20's with SL's chosen tau, each loss's finals once its
+    value is chosen (BCE's at once), every finished run in its ledger; a failing run is tried once."""
+    import threading
+
+    runs, ledger = tmp_path / "runs", tmp_path / "ledger"
+    calls, lock = [], threading.Lock()
+
+    def fake_finish(folder, overrides, log=None):
+        assert log == folder.with_name(folder.name + ".log")
+        settled = {o.split("=")[0]: o.split("=")[1] for o in overrides}
+        with lock:
+            calls.append((settled["loss"], settled["seed"], settled.get("loss.tau_d") or settled.get("loss.tau"),
+                          {k: read_ledger(script.tune_ledger(ledger, "games", k)) for k in ("sl", "slk")}))
+        if settled["loss"] == "bce" and settled["seed"] == "2":
+            return "started"  # dies before writing results.json
+        val = {"loss.tau=0.1": 0.3, "loss.tau_w=2.0": 0.4}.get(next((o for o in overrides if "tau=" in o
+                                                                        or "tau_w=" in o), ""), 0.2)
+        RunResult(status=COMPLETED, config={"seed": int(settled["seed"])}, overrides=overrides,
+                  test={"ndcg@20": 0.1, "hit@20": 0.2}, best={"val": {"ndcg@20": val}}).write(folder)
+        return "started"
+
+    monkeypatch.setattr(ledger_module, "finish_run", fake_finish)
+    script.run_stages(runs, ledger, ["games"], [0, 1, 2], ("tune", "final"), jobs=4)
+    assert len(calls) == 6 + 6 + 9  # every run once, the failing one too
+    for loss, seed, tau, tuned in calls:
+        if loss == "slk" or (loss == "sl" and seed != "100"):  # SL@20's tuning and SL's finals wait for SL's grid
+            assert len(tuned["sl"]) == 6 and tau == "0.1"
+        if loss == "slk" and seed != "100":  # SL@20's finals take its chosen tau_w
+            assert len(tuned["slk"]) == 6
+    finals = {loss: read_ledger(script.final_ledger(ledger, "games", loss)) for loss in ("bce", "sl", "slk")}
+    assert [len(finals[k]) for k in ("bce", "sl", "slk")] == [2, 3, 3]
+    assert {r["setting"] for r in finals["slk"]} == {
+        "experiment=seq/table6_games loss.tau_d=0.1 loss.tau_w=2.0 loss=slk"}
+    script.run_stages(runs, ledger, ["games"], [0, 1, 2], ("tune", "final"), jobs=4)
+    assert len(calls) == 22 and calls[-1][:2] == ("bce", "2")  # the next call tries the failed run again
+
+
+def test_finish_run_can_send_a_runs_output_to_a_log(tmp_path, capsys):
+    log = tmp_path / "sl.log"
+    finish_run(tmp_path / "sl", ["loss=nosuchloss"], log=log)
+    assert "nosuchloss" in log.read_text()  # the run's own one-line error
+    assert f"its error is in {log}" in capsys.readouterr().out
 
 
 def test_finish_run_keeps_resumes_or_starts(tmp_path, monkeypatch):

@@ -56,6 +56,25 @@ def test_row_round_trips_through_the_file(tmp_path):
     assert row["fit_s"] == 3600.0 and row["test/ndcg@20"] == 0.16 and row["test/recall@20"] == 0.32
     assert row["ref/ndcg@20"] == 0.155
     assert row["train_epoch_s"] == 17.23  # the median training epoch, rounded to 10 ms
+    assert row["device"] == ""  # not recorded
+
+
+def test_device_names_the_gpu_a_run_trained_on():
+    on_gpu = _result(0, 0.1)
+    on_gpu.device, on_gpu.provenance["hardware"] = "cuda:0", {"cpu": "AMD EPYC", "gpu": "NVIDIA H200"}
+    assert ledger_row(on_gpu)["device"] == "cuda:0 NVIDIA H200"
+    on_cpu = _result(0, 0.1)
+    on_cpu.device, on_cpu.provenance["hardware"] = "cpu", {"cpu": "AMD EPYC", "gpu": None}
+    assert ledger_row(on_cpu)["device"] == "cpu"
+
+
+def test_rows_finishing_together_are_all_kept(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "tune.csv"
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda s: update_ledger(path, [ledger_row(_result(s, 0.1))]), range(40)))
+    assert sorted(r["seed"] for r in read_ledger(path)) == list(range(40))
 
 
 def test_a_run_without_epoch_times_leaves_the_column_blank(tmp_path):
