@@ -145,8 +145,9 @@ def runnable(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], st
                 (blocked if blocked is not None else []).append(str(why))
                 continue
             for setting in trials:
-                jobs.append(Job(tuned_folder(runs, dataset, loss, setting), tuple(tune_overrides(dataset, loss, setting)),
-                                tune_ledger(ledger, dataset, loss), one_setting=False))
+                jobs.append(Job(tuned_folder(runs, dataset, loss, setting),
+                                tuple(tune_overrides(dataset, loss, setting)), tune_ledger(ledger, dataset, loss),
+                                one_setting=False))
     for seed in seeds if "final" in stages else []:  # seed-major: every loss gets its first seed before any a second
         for dataset in datasets:
             for loss in LOSSES:
