@@ -168,8 +168,10 @@ def run_stages(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], 
     """Run what :func:`runnable` offers, ``jobs`` runs at a time, each into its ledger, until nothing
     is left that can start: a run that ends settles the next ones (SL's last tuning run lets SL@20's
     start, a tuned loss's finals follow). Each run is tried once per call; with ``jobs`` > 1 a run's
-    output goes to ``<folder>.log`` beside its folder. On a GPU several small SASRec runs share one
-    card: each is bound by its own process's Python, not by the GPU."""
+    output goes to ``<folder>.log`` beside its folder. Runs side by side share a GPU by time slices:
+    16 Table 6 runs on one H200 kept it 99% busy at about 18 s a training epoch each (an aggregate
+    of ~155 steps a second), so more jobs than that buy nothing there; on CPU cores give each job one
+    thread (``OMP_NUM_THREADS=1``)."""
     tried: set[Path] = set()
     running: dict[Future, Job] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
