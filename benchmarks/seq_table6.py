@@ -136,13 +136,14 @@ def runnable(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], st
     """The runs of ``stages`` (``tune``, ``final``) that the ledgers do not hold and whose inputs
     are settled (SL@20's tuning once SL's tau is chosen, a loss's finals once its value is), in the
     order the sequential stages take them. ``blocked`` collects why the others must wait."""
+    blocked = blocked if blocked is not None else []
     jobs: list[Job] = []
     for dataset in datasets if "tune" in stages else []:
         for loss in ("sl", "slk"):  # SL first: SL@20 takes its tau_d
             try:
                 trials = settings(ledger, dataset, loss)
             except SystemExit as why:
-                (blocked if blocked is not None else []).append(str(why))
+                blocked.append(str(why))
                 continue
             for setting in trials:
                 jobs.append(Job(tuned_folder(runs, dataset, loss, setting),
@@ -154,13 +155,14 @@ def runnable(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], st
                 try:
                     setting = chosen(ledger, dataset, loss)[0]
                 except SystemExit as why:
-                    if "tune" not in stages and blocked is not None:
+                    if "tune" not in stages:  # with tuning in the call, its own message says why
                         blocked.append(str(why))
                     continue
                 jobs.append(Job(final_folder(runs, dataset, loss, seed),
                                 (*experiment(dataset, loss), *setting, f"seed={seed}", "logger=csv"),
                                 final_ledger(ledger, dataset, loss), one_setting=True))
-    return [j for j in jobs if find_row(read_ledger(j.ledger), j.overrides) is None]
+    held = {path: read_ledger(path) for path in {j.ledger for j in jobs}}  # each ledger read once
+    return [j for j in jobs if find_row(held[j.ledger], j.overrides) is None]
 
 
 def run_stages(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], stages: Sequence[str],
@@ -185,7 +187,7 @@ def run_stages(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], 
                 tried.add(job.folder)
                 log = job.folder.with_name(job.folder.name + ".log") if jobs > 1 else None
                 running[pool.submit(finish_recorded, job.folder, list(job.overrides), job.ledger, job.one_setting,
-                                    None, log)] = job
+                                    log=log)] = job
             if not running:
                 for why in dict.fromkeys(blocked):
                     print(why, flush=True)
