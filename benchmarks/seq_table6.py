@@ -135,11 +135,12 @@ def runnable(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], st
              blocked: list[str] | None = None) -> list[Job]:
     """The runs of ``stages`` (``tune``, ``final``) that the ledgers do not hold and whose inputs
     are settled (SL@20's tuning once SL's tau is chosen, a loss's finals once its value is), in the
-    order the sequential stages take them. ``blocked`` collects why the others must wait."""
+    order of ``datasets``, each one's tuning before its finals. ``blocked`` collects why the others
+    must wait."""
     blocked = blocked if blocked is not None else []
     jobs: list[Job] = []
-    for dataset in datasets if "tune" in stages else []:
-        for loss in ("sl", "slk"):  # SL first: SL@20 takes its tau_d
+    for dataset in datasets:  # dataset-major: the first data set's study is whole before the next one's starts
+        for loss in ("sl", "slk") if "tune" in stages else ():  # SL first: SL@20 takes its tau_d
             try:
                 trials = settings(ledger, dataset, loss)
             except SystemExit as why:
@@ -149,8 +150,7 @@ def runnable(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], st
                 jobs.append(Job(tuned_folder(runs, dataset, loss, setting),
                                 tuple(tune_overrides(dataset, loss, setting)), tune_ledger(ledger, dataset, loss),
                                 one_setting=False))
-    for seed in seeds if "final" in stages else []:  # seed-major: every loss gets its first seed before any a second
-        for dataset in datasets:
+        for seed in seeds if "final" in stages else []:  # seed-major: every loss gets a first seed before any a second
             for loss in LOSSES:
                 try:
                     setting = chosen(ledger, dataset, loss)[0]

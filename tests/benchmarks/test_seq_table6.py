@@ -136,6 +136,20 @@ def test_all_runs_side_by_side_each_run_once_its_inputs_are_chosen(script, tmp_p
     assert len(calls) == 22 and calls[-1][:2] == ("bce", "2")  # the next call tries the failed run again
 
 
+def test_runs_are_offered_one_data_set_at_a_time(script, tmp_path):
+    """The first data set's study (its tuning, then its finals seed by seed) before any run of the next."""
+    runs, ledger = tmp_path / "runs", tmp_path / "ledger"
+    _tune_sl(script, runs, ledger, "0.1")
+    jobs = script.runnable(runs, ledger, ["games", "beauty"], [0, 1], ("tune", "final"))
+    where = [(j.folder.relative_to(runs).parts[0], j.folder.relative_to(runs).parts[1]) for j in jobs]
+    # games: SL@20's six tuning runs, then BCE's and SL's finals (SL@20's wait for its tau_w); beauty: SL's
+    # tuning, then BCE's finals (nothing to tune)
+    assert where == ([("games", "tune")] * 6 + [("games", "final")] * 4 + [("beauty", "tune")] * 6
+                     + [("beauty", "final")] * 2)
+    assert [j.overrides[1] for j in jobs[6:10]] == ["loss=bce", "loss=sl"] * 2
+    assert [j.overrides[-2] for j in jobs[6:10]] == ["seed=0", "seed=0", "seed=1", "seed=1"]
+
+
 def test_finish_run_can_send_a_runs_output_to_a_log(tmp_path, capsys):
     log = tmp_path / "sl.log"
     finish_run(tmp_path / "sl", ["loss=nosuchloss"], log=log)
