@@ -4,8 +4,9 @@ Three stages, each resumable run by run (a stage is rerun until it is done, acro
 finished run goes into a committed ledger (``--ledger``, default beside the summary:
 ``<dataset>/tune_<loss>.csv`` and ``final_<loss>.csv``, :mod:`bench.results.ledger`), which is what
 the stages read: a run the ledger holds is not run again, and the choice of a tuned value and the
-report need no run folder, so the study can go on from machine to machine. Per-user tests use the
-run folders still here.
+report need no run folder, so the study can go on from machine to machine. A final run also leaves its per-user
+NDCG@20 and Hit@20 beside its row (``final_<loss>.per_user/seed<k>.npz``, kilobytes), so the per-user
+tests pair seeds that ran on different machines.
 
 1. ``tune``: SL's tau, then SL@20's tau_w with tau_d = SL's chosen tau (the paper's protocol), each
    over the six values of its Table 6 sweeper (``conf/hydra/sweeper/seq_search_sl|slk.yaml``, read
@@ -42,7 +43,7 @@ from bench.app import CONFIG_DIR, compose
 from bench.report.runs import RunRecord, from_ledger
 from bench.report.stats import compare, holm, interval
 from bench.results import RunResult
-from bench.results.ledger import find_row, finish_recorded, read_ledger
+from bench.results.ledger import find_row, finish_recorded, keep_per_user, kept_per_user, read_ledger
 
 LOSSES = ("bce", "sl", "slk")
 NAMES = {"bce": "BCE", "sl": "SL", "slk": "SL@20"}
@@ -50,6 +51,9 @@ NAMES = {"bce": "BCE", "sl": "SL", "slk": "SL@20"}
 INHERITS = {"slk": ("sl", "loss.tau", "loss.tau_d")}
 TUNE_SEED = 100
 METRIC = "ndcg@20"
+#: the per-user test metrics a final run leaves beside its ledger row, for the per-user tests on
+#: another machine (kilobytes a run)
+PER_USER_KEPT = ("ndcg@20", "hit@20")
 
 
 def grid(loss: str) -> tuple[str, list[str]]:
@@ -187,7 +191,7 @@ def run_stages(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], 
                 tried.add(job.folder)
                 log = job.folder.with_name(job.folder.name + ".log") if jobs > 1 else None
                 running[pool.submit(finish_recorded, job.folder, list(job.overrides), job.ledger, job.one_setting,
-                                    log=log)] = job
+                                    log=log, per_user=PER_USER_KEPT if job.one_setting else ())] = job
             if not running:
                 for why in dict.fromkeys(blocked):
                     print(why, flush=True)
@@ -203,16 +207,20 @@ def final_folder(runs: Path, dataset: str, loss: str, seed: int) -> Path:
 
 
 def final_records(runs: Path, ledger: Path, dataset: str, loss: str) -> list[RunRecord]:
-    """The loss's final runs on ``dataset`` as the ledger holds them, backed by their run folders
-    (per-user values) where those are still here."""
-    rows = read_ledger(final_ledger(ledger, dataset, loss))
+    """The loss's final runs on ``dataset`` as the ledger holds them, their per-user values from
+    the run folders where those are still here, else as the ledger kept them."""
+    path = final_ledger(ledger, dataset, loss)
+    rows = read_ledger(path)
     local = {}
     for row in rows:
         folder = final_folder(runs, dataset, loss, int(row["seed"]))  # type: ignore[call-overload]
         if (folder / "results.json").exists():
-            local[int(row["seed"])] = RunResult.read(folder)  # type: ignore[call-overload]
+            res = local[int(row["seed"])] = RunResult.read(folder)  # type: ignore[call-overload]
+            if res.finished_at == row["finished_at"] and kept_per_user(path, row) is None:
+                keep_per_user(path, res, PER_USER_KEPT)  # a run recorded by code that did not keep them yet
     paper = dict(compose([*experiment(dataset, loss), "output_dir=unused"]).get("paper") or {}) if rows else {}
-    return from_ledger(rows, "seq", dataset, "sasrec", loss, local, paper, k=20 if loss == "slk" else None)
+    return from_ledger(rows, "seq", dataset, "sasrec", loss, local, paper, k=20 if loss == "slk" else None,
+                       ledger=final_ledger(ledger, dataset, loss))
 
 
 def report(runs: Path, ledger: Path, datasets: list[str], out: Path) -> str:

@@ -13,6 +13,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from bench.results import (
     read_per_user,
     variant_overrides,
 )
-from bench.results.ledger import LEDGER_FILE, read_ledger
+from bench.results.ledger import LEDGER_FILE, kept_per_user, read_ledger
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +138,14 @@ def from_results(runs: Iterable[RunResult]) -> tuple[list[RunRecord], list[str]]
 
 def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, model: str, loss: str,
                 local: Mapping[int, RunResult] | None = None, paper: Mapping[str, float] | None = None,
-                k: int | None = None, source: str = "ledger") -> list[RunRecord]:
+                k: int | None = None, source: str = "ledger", ledger: Path | None = None) -> list[RunRecord]:
     """Records from run-ledger rows (:mod:`bench.results.ledger`; one configuration), so the report's
     seed intervals and seed-paired tests cover seeds whose run folders are gone.
 
     ``local`` maps a seed to its run folder's result where it is still here: when it is the
-    ledger's run (same finish time) its per-user file backs the per-user tests, otherwise the
-    record has no per-user values and those tests are left out.
+    ledger's run (same finish time) its per-user file backs the per-user tests; otherwise the
+    per-user values the ledger file ``ledger`` kept for the row do (:func:`~bench.results.ledger.kept_per_user`),
+    and without those the record has none and the per-user tests are left out.
     """
     records = []
     for row in rows:
@@ -160,7 +162,8 @@ def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, m
             dataset=dataset, model=model, loss=loss, seed=seed, test=family("test/"), paper=dict(paper or {}),
             overrides=str(row.get("setting", "")).split(), k=k, per_edge=family("edge/"), sampled=family("sampled/"),
             ref=family("ref/"), data_digest=str(row.get("data") or ""), finished=_timestamp(row.get("finished_at")),
-            load_per_user=res.load_per_user if same and res is not None else (lambda: None)))
+            load_per_user=res.load_per_user if same and res is not None
+            else partial(kept_per_user, ledger, row) if ledger is not None else (lambda: None)))
     return records
 
 
@@ -187,7 +190,7 @@ def from_directories(paths: Iterable[Path]) -> tuple[list[RunRecord], list[str]]
 
 
 def from_ledger_file(path: Path) -> list[RunRecord]:
-    """The rows of one run ledger as records (no per-user values: seed tests only). Each setting
+    """The rows of one run ledger as records (per-user values where the ledger kept them). Each setting
     is composed again from this code's ``conf/`` for its task, data set, backbone, loss, K and
     the paper's values; a row's finish time orders it against run folders of the same seed."""
     rows = read_ledger(path)
@@ -197,7 +200,7 @@ def from_ledger_file(path: Path) -> list[RunRecord]:
         mine = [r for r in rows if str(r.get("setting", "")) == setting]
         records += from_ledger(mine, str(cfg.task.name), str(cfg.dataset.name), str(cfg.model.name),
                                str(cfg.loss.name), paper=dict(cfg.get("paper") or {}), k=_loss_k(cfg),
-                               source=str(path))
+                               source=str(path), ledger=path)
     return records
 
 

@@ -9,6 +9,10 @@ session on another machine adds the seeds it runs to the same file, and the summ
 Rows are keyed by (setting, seed): a run the ledger already holds replaces its row. A ledger holds
 one data version, and by default one setting (a cell's seeds; a tuning ledger holds several); a run
 of another is refused in one line, so seeds of different configurations are never pooled by accident.
+
+A one-setting ledger can also keep a few per-user test metrics of each run
+(:func:`keep_per_user`: ``<ledger stem>.per_user/seed<k>.npz``, kilobytes), so per-user tests between
+two configurations still work when their seeds ran on different machines.
 """
 
 from __future__ import annotations
@@ -16,12 +20,17 @@ from __future__ import annotations
 import csv
 import fcntl
 import hashlib
+import io
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from bench.errors import BenchError
+from bench.results.io import atomic_write_bytes
 from bench.results.resumable import finish_run
 from bench.results.schema import (
     COMPLETED,
@@ -193,9 +202,11 @@ def find_row(rows: Iterable[Mapping[str, object]], overrides: Iterable[str]) -> 
 
 
 def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True,
-                    extra: Callable[[RunResult], Mapping[str, float]] | None = None, log: Path | None = None) -> str:
+                    extra: Callable[[RunResult], Mapping[str, float]] | None = None, log: Path | None = None,
+                    per_user: Sequence[str] = ()) -> str:
     """:func:`bench.results.finish_run`, unless the ledger already holds this run; a run it completes
-    (or finds completed) goes into the ledger, with ``extra(result)``'s columns (:func:`ledger_row`).
+    (or finds completed) goes into the ledger, with ``extra(result)``'s columns (:func:`ledger_row`)
+    and, with ``per_user`` (one-setting ledgers), those per-user test metrics (:func:`keep_per_user`).
     Returns ``"ledger"``, or what ``finish_run`` did (``log``: see there)."""
     if find_row(read_ledger(ledger), overrides) is not None:
         return "ledger"
@@ -203,7 +214,53 @@ def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_se
     res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
     if res is not None and res.status == COMPLETED:
         update_ledger(ledger, [ledger_row(res, extra(res) if extra else None)], one_setting)
+        if per_user:
+            keep_per_user(ledger, res, per_user)
     return action
+
+
+def per_user_path(ledger: Path, seed: int) -> Path:
+    """Where a one-setting ledger keeps seed ``seed``'s per-user test metrics."""
+    return ledger.with_name(ledger.stem + ".per_user") / f"seed{seed}.npz"
+
+
+def keep_per_user(ledger: Path, res: RunResult, metrics: Sequence[str]) -> Path | None:
+    """Copy ``metrics`` of the completed run's per-user test file beside its ledger row
+    (:func:`per_user_path`), stamped with its finish time, so that :func:`kept_per_user` pairs them
+    with that row only. Returns the file, or None when the run saved no per-user values.
+
+    Raises:
+        BenchError: the run's per-user file lacks one of ``metrics``.
+    """
+    loaded = res.load_per_user()
+    if loaded is None:
+        return None
+    users, values = loaded
+    missing = [m for m in metrics if m not in values]
+    if missing:
+        raise BenchError(f"{res.run_dir}: its per-user test file has no {', '.join(missing)} "
+                         f"(it has {', '.join(sorted(values))}); keep those instead")
+    buf = io.BytesIO()
+    # users as steps (mostly 1s) and the metrics' few distinct values compress to kilobytes a run
+    arrays: dict[str, Any] = {m: np.asarray(values[m], dtype=np.float64) for m in metrics}
+    np.savez_compressed(buf, user_steps=np.diff(np.asarray(users, dtype=np.int64), prepend=0),
+                        finished_at=np.array(res.finished_at or ""), **arrays)
+    path = per_user_path(ledger, res.seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def kept_per_user(ledger: Path, row: Mapping[str, object]) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    """(users (U,), {metric: (U,) float64}) that :func:`keep_per_user` kept for this ledger row,
+    or None when none were kept or they belong to another run of its seed (a rerun's row)."""
+    path = per_user_path(ledger, int(row["seed"]))  # type: ignore[call-overload]
+    if not path.is_file():
+        return None
+    with np.load(path) as z:
+        if str(z["finished_at"]) != str(row.get("finished_at") or ""):
+            return None
+        return np.cumsum(z["user_steps"]), {k: z[k] for k in z.files if k not in ("user_steps", "finished_at")}
 
 
 def metric_column(metric: str) -> str:

@@ -39,8 +39,9 @@ def _run(folder: Path | None, ledger: Path, overrides: list[str], val: float, te
     if folder is not None:
         folder.mkdir(parents=True)
         res.write(folder)
-        values = per_user if per_user is not None else [test["ndcg@20"]] * 4
-        write_per_user(folder / "per_user_test.npz", np.arange(len(values)), {"ndcg@20": np.array(values)})
+        values = np.array(per_user if per_user is not None else [test["ndcg@20"]] * 4)
+        write_per_user(folder / "per_user_test.npz", np.arange(len(values)),
+                       {"ndcg@20": values, "hit@20": (values > 0).astype(float)})
     return res
 
 
@@ -229,10 +230,20 @@ def test_the_report_compares_with_sl_per_seed_and_per_user(script, tmp_path):
     assert "loss.tau=0.2 |" in rows["SL"]  # SL's choice, inside its grid; SL@20's tuning is not finished
     assert rows["SL@20"].rstrip(" |").endswith("?")
 
-    # the run folders of seed 2 are gone (another machine): the seed still counts, the per-user test
-    # (which needs every paired seed's users) is left out rather than computed on fewer seeds
+    # every run folder is gone (another machine): the per-user values the ledger kept give the same test
     import shutil
-    shutil.rmtree(script.final_folder(runs, "games", "slk", 2))
+    shutil.rmtree(runs)
+    assert sorted(p.name for p in (ledger / "games" / "final_slk.per_user").iterdir()) == [
+        "seed0.npz", "seed1.npz", "seed2.npz"]
+    text = script.report(runs, ledger, ["games"], tmp_path / "out")
+    rows = {r.split("|")[2].strip(): r for r in text.splitlines()[2:]}
+    assert rows["SL@20"].split("|")[8].strip() == p_users
+
+    # seed 2 of SL@20 was run again elsewhere and its row replaced, without per-user values: the seed
+    # still counts, the per-user test (which needs every paired seed's users) is left out rather than
+    # computed on fewer seeds or on the old run's users
+    (row,) = [r for r in read_ledger(script.final_ledger(ledger, "games", "slk")) if r["seed"] == 2]
+    update_ledger(script.final_ledger(ledger, "games", "slk"), [{**row, "finished_at": "2026-12-05T00:00:00"}])
     text = script.report(runs, ledger, ["games"], tmp_path / "out")
     rows = {r.split("|")[2].strip(): r for r in text.splitlines()[2:]}
     assert f"{x.mean():.4f} ± {half:.4f}" in rows["SL@20"] and f"{stats.ttest_rel(x, y).pvalue:.2g}" in rows["SL@20"]

@@ -145,3 +145,53 @@ def test_per_edge_metrics_get_their_own_columns(tmp_path):
     assert ledger_values(rows, metric_column("edge:mrr")) == {0: 0.21}
     assert ledger_values(rows, metric_column("ndcg@20")) == {0: 0.2}
     assert metric_column("diag/thm32_holds") == "diag/thm32_holds"
+
+
+def test_per_user_values_are_kept_beside_their_row_only(tmp_path):
+    import numpy as np
+
+    from bench.results import write_per_user
+    from bench.results.ledger import keep_per_user, kept_per_user, per_user_path
+
+    path = tmp_path / "final_sl.csv"
+    res = _result(2, 0.1)
+    res.run_dir = tmp_path / "run"
+    res.run_dir.mkdir()
+    users = np.array([0, 1, 2, 5, 9, 40])  # gaps: the users that had a test item
+    ndcg = np.array([0.0, 1.0, 0.5, 0.0, 1 / np.log2(4), 0.0])
+    write_per_user(res.run_dir / "per_user_test.npz", users,
+                   {"ndcg@20": ndcg, "hit@20": (ndcg > 0).astype(float), "recall@50": ndcg})
+    (row,) = update_ledger(path, [ledger_row(res)])
+    assert kept_per_user(path, row) is None  # nothing kept yet
+    assert keep_per_user(path, res, ("ndcg@20", "hit@20")) == per_user_path(path, 2) == (
+        tmp_path / "final_sl.per_user" / "seed2.npz")
+    back_users, back = kept_per_user(path, row)
+    assert back_users.tolist() == users.tolist() and sorted(back) == ["hit@20", "ndcg@20"]
+    assert back["ndcg@20"].tolist() == ndcg.tolist() and back["hit@20"].tolist() == [0, 1, 1, 0, 1, 0]
+    # another run of seed 2 (the row replaced by a rerun elsewhere) does not take these users
+    assert kept_per_user(path, {**row, "finished_at": "2026-12-09T00:00:00"}) is None
+    with pytest.raises(BenchError, match=r"no mrr@10 \(it has hit@20, ndcg@20, recall@50\)"):
+        keep_per_user(path, res, ("mrr@10",))
+    res.run_dir = tmp_path / "elsewhere"  # a run that saved no per-user file keeps nothing
+    assert keep_per_user(path, res, ("ndcg@20",)) is None
+
+
+def test_a_recorded_run_keeps_the_per_user_values_asked_for(tmp_path, monkeypatch):
+    import numpy as np
+
+    from bench.results import ledger as ledger_module
+    from bench.results import write_per_user
+    from bench.results.ledger import finish_recorded, kept_per_user
+
+    def fake_finish(folder, overrides, log=None):  # what python -m bench leaves behind
+        res = _result(0, 0.2)
+        res.overrides = list(overrides)
+        res.write(folder)
+        write_per_user(folder / "per_user_test.npz", np.arange(3), {"ndcg@20": np.array([0.0, 0.2, 0.4])})
+        return "started"
+
+    monkeypatch.setattr(ledger_module, "finish_run", fake_finish)
+    path = tmp_path / "final_sl.csv"
+    assert finish_recorded(tmp_path / "run", _result(0, 0.2).overrides, path, per_user=("ndcg@20",)) == "started"
+    users, values = kept_per_user(path, read_ledger(path)[0])
+    assert users.tolist() == [0, 1, 2] and values["ndcg@20"].tolist() == [0.0, 0.2, 0.4]
