@@ -50,6 +50,9 @@ NAMES = {"bce": "BCE", "sl": "SL", "slk": "SL@20"}
 #: the loss whose tuned value another takes: SL@20's tau_d is SL's tau
 INHERITS = {"slk": ("sl", "loss.tau", "loss.tau_d")}
 TUNE_SEED = 100
+#: a seed's finals longest first (SL@20 takes twice SL's time, four times BCE's), so that the runs
+#: that start last, when the other jobs may have nothing left to run, are short ones
+FINAL_ORDER = ("slk", "sl", "bce")
 METRIC = "ndcg@20"
 #: the per-user test metrics a final run leaves beside its ledger row, for the per-user tests on
 #: another machine (kilobytes a run)
@@ -155,7 +158,7 @@ def runnable(runs: Path, ledger: Path, datasets: list[str], seeds: list[int], st
                                 tuple(tune_overrides(dataset, loss, setting)), tune_ledger(ledger, dataset, loss),
                                 one_setting=False))
         for seed in seeds if "final" in stages else []:  # seed-major: every loss gets a first seed before any a second
-            for loss in LOSSES:
+            for loss in FINAL_ORDER:
                 try:
                     setting = chosen(ledger, dataset, loss)[0]
                 except SystemExit as why:

@@ -147,7 +147,7 @@ def test_runs_are_offered_one_data_set_at_a_time(script, tmp_path):
     # tuning, then BCE's finals (nothing to tune)
     assert where == ([("games", "tune")] * 6 + [("games", "final")] * 4 + [("beauty", "tune")] * 6
                      + [("beauty", "final")] * 2)
-    assert [j.overrides[1] for j in jobs[6:10]] == ["loss=bce", "loss=sl"] * 2
+    assert [j.overrides[1] for j in jobs[6:10]] == ["loss=sl", "loss=bce"] * 2  # the longer run first
     assert [j.overrides[-2] for j in jobs[6:10]] == ["seed=0", "seed=0", "seed=1", "seed=1"]
 
 
