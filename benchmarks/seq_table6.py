@@ -223,7 +223,7 @@ def final_records(runs: Path, ledger: Path, dataset: str, loss: str) -> list[Run
                 keep_per_user(path, res, PER_USER_KEPT)  # a run recorded by code that did not keep them yet
     paper = dict(compose([*experiment(dataset, loss), "output_dir=unused"]).get("paper") or {}) if rows else {}
     return from_ledger(rows, "seq", dataset, "sasrec", loss, local, paper, k=20 if loss == "slk" else None,
-                       ledger=final_ledger(ledger, dataset, loss))
+                       ledger=path)
 
 
 def report(runs: Path, ledger: Path, datasets: list[str], out: Path) -> str:
