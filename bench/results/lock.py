@@ -1,26 +1,34 @@
-"""One run per output folder: a lock file held by the running process.
+"""One run per output folder: an OS lock on ``<folder>/.lock``, held by the running process.
 
 Two runs writing one folder would mix their checkpoints and results (a run could be tested on
-another's ``best.ckpt``), so a run takes ``<folder>/.lock`` before writing anything and frees it
-when it ends. A second run on a folder in use stops with a one-line error; a lock whose process
-is gone (same host, dead pid) is stale and taken over; a folder that already holds a completed
-run is refused unless the run is a resume or ``force=true``.
+another's ``best.ckpt``), so a run locks its folder before writing anything and frees it when it
+ends. The lock is ``flock(2)`` on the file: the kernel frees it when its holder dies, however it
+dies, so there is no stale lock to take over and no window in which two processes both decide
+that a dead holder's lock is theirs. The file also names its holder (pid, host), for messages.
+A folder that already holds a completed run, or an interrupted one with a checkpoint to resume
+from, is refused unless the run is a resume or ``force=true``.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import logging
 import os
 import socket
+import time
 from pathlib import Path
 
 from bench.errors import BenchError, FolderTaken
-from bench.results.schema import COMPLETED, RESULTS_FILE, RunResult
+from bench.results.schema import CHECKPOINT_DIR, COMPLETED, RESULTS_FILE, RUNNING, RunResult
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+#: tries of a lock found held, ``RETRY_S`` apart, before the folder counts as in use: a reader
+#: that probes the lock (:func:`holder_alive`) holds it for microseconds
+TRIES, RETRY_S = 3, 0.05
 
 
 def pid_alive(pid: int) -> bool:
@@ -36,20 +44,33 @@ def pid_alive(pid: int) -> bool:
 
 def _owner(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
+        with open(path, "rb") as f:
+            owner = json.loads(f.read(4096) or b"null")
+        return owner if isinstance(owner, dict) else None
     except (OSError, ValueError):
         return None
 
 
-def holder_alive(folder: str | Path) -> bool | None:
-    """Is a live process holding ``folder``? False: no lock, or its process on this host is gone;
-    None: held from another host (cannot be checked)."""
-    owner = _owner(Path(folder) / LOCK_FILE)
-    if owner is None:
+def _open_lock_file(path: Path) -> int:
+    # O_NOFOLLOW: a link planted as .lock must not make the run write somewhere else
+    return os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def holder_alive(folder: str | Path) -> bool:
+    """Is a live process holding ``folder``'s lock (on this or, over a shared file system with
+    locks, any host)? A shared probe: it never blocks a run that takes the lock for real."""
+    path = Path(folder) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return False
-    if owner.get("host") != socket.gethostname():
-        return None
-    return pid_alive(int(owner.get("pid", -1)))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+    finally:
+        os.close(fd)  # closing drops the probe's shared lock
+    return False
 
 
 class RunLock:
@@ -59,50 +80,84 @@ class RunLock:
         folder: the run's output folder.
         force: take the folder even if it holds a completed run.
         resuming: the run continues the folder's own run (a completed record is expected).
+    Raises:
+        FolderTaken: another live process holds the folder, or it holds a completed run
+            (without ``force``/``resuming``).
+        BenchError: the folder cannot be made or written.
     """
 
     def __init__(self, folder: str | Path, force: bool = False, resuming: bool = False) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_FILE
         self.held = False
+        self._fd: int | None = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BenchError(f"cannot create the output folder {self.folder}: {exc.strerror or exc}; choose another "
                              "one (hydra.run.dir=...)") from exc
-        if not (force or resuming) and (self.folder / RESULTS_FILE).is_file():
-            try:
-                status = RunResult.read(self.folder).status
-            except BenchError:
-                status = "unreadable"
-            if status == COMPLETED:
-                raise FolderTaken(f"{self.folder} already holds a completed run; choose another output folder or "
-                                 "pass force=true to overwrite it")
         self._acquire()
+        try:
+            if not (force or resuming):
+                self._refuse_completed()
+        except BaseException:
+            self.release()
+            raise
+
+    def _refuse_completed(self) -> None:
+        if not (self.folder / RESULTS_FILE).is_file():
+            return
+        try:
+            status = RunResult.read(self.folder).status
+        except BenchError:
+            status = "unreadable"
+        if status == COMPLETED:
+            raise FolderTaken(f"{self.folder} already holds a completed run; choose another output folder or pass "
+                              "force=true to overwrite it")
+        # we hold the lock, so a "running" record is a killed run's: its last checkpoint is work to keep
+        if status == RUNNING and (self.folder / CHECKPOINT_DIR / "last.ckpt").is_file():
+            raise FolderTaken(f"{self.folder} holds an interrupted run; continue it with resume={self.folder}, or pass "
+                              "force=true to start over there")
 
     def _acquire(self) -> None:
-        me = {"pid": os.getpid(), "host": socket.gethostname()}
-        for _ in range(2):
+        for attempt in range(TRIES):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except PermissionError as exc:
+                fd = _open_lock_file(self.path)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise BenchError(f"{self.path} is a symbolic link; a run writes only inside its own folder: "
+                                     "remove the link") from None
                 raise BenchError(f"cannot write to the output folder {self.folder}: {exc.strerror}; choose another one "
                                  "(hydra.run.dir=...)") from exc
-            except FileExistsError:
-                owner = _owner(self.path)
-                if owner and owner.get("host") == me["host"] and not pid_alive(int(owner.get("pid", -1))):
-                    log.warning("taking over the stale lock of %s (process %s is gone)", self.folder, owner["pid"])
-                    self.path.unlink(missing_ok=True)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise BenchError(f"cannot lock {self.path}: {exc.strerror}; the file system may not support "
+                                     "locks: choose an output folder on another one") from exc
+                if attempt + 1 < TRIES:
+                    time.sleep(RETRY_S)
                     continue
-                who = f"process {owner['pid']} on {owner['host']}" if owner else "another process"
+                owner = _owner(self.path)
+                who = f"process {owner.get('pid')} on {owner.get('host')}" if owner else "another process"
                 raise FolderTaken(f"{self.folder} is in use by {who}; choose another output folder, or wait for "
-                                 f"that run to end (remove {self.path} if it is certainly gone)") from None
-            with os.fdopen(fd, "w") as f:
-                json.dump(me, f)
-            self.held = True
+                                  "that run to end") from None
+            # the holder before us may have removed the file after we opened it: our lock would
+            # then be on a name nobody else sees; start over on the file that is there now
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path, follow_symlinks=False))
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
+            self._fd, self.held = fd, True
             self._remove_stale_temporaries()
             return
-        raise BenchError(f"could not lock {self.folder}; remove {self.path} and retry")
+        raise FolderTaken(f"{self.folder} is being locked and unlocked by other processes; retry")
 
     def _remove_stale_temporaries(self) -> None:
         # a run killed while writing a file atomically leaves its temporary copy (kill -9 runs no
@@ -112,9 +167,11 @@ class RunLock:
             tmp.unlink(missing_ok=True)
 
     def release(self) -> None:
-        if self.held:
+        if self.held and self._fd is not None:
+            # unlink while still holding: a process that opened the old file finds it gone and retries
             self.path.unlink(missing_ok=True)
-            self.held = False
+            os.close(self._fd)
+        self._fd, self.held = None, False
 
     def __enter__(self) -> RunLock:
         return self

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from bench.errors import BenchError
+from bench.errors import BenchError, FolderTaken
 from bench.results import RunResult
-from bench.results.lock import LOCK_FILE, RunLock
+from bench.results.lock import LOCK_FILE, RunLock, holder_alive
 from bench.run import train_and_test
 
 
@@ -31,14 +31,30 @@ def test_a_folder_in_use_is_refused_and_freed_after(tmp_path):
     RunLock(tmp_path).release()  # free again
 
 
-def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
-    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": _dead_pid(), "host": socket.gethostname()}))
-    with RunLock(tmp_path) as lock:
-        assert lock.held and json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
-    # a live process elsewhere cannot be checked: its lock stands
-    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "another-host"}))
-    with pytest.raises(BenchError, match="in use by process 1 on another-host"):
-        RunLock(tmp_path)
+def test_a_lock_file_nobody_holds_is_taken_whatever_it_says(tmp_path):
+    # the kernel's lock, not the file's words, says who holds a folder: a dead process's file, or
+    # one naming a process on another host, is free when no live process holds the lock
+    for owner in ({"pid": _dead_pid(), "host": socket.gethostname()}, {"pid": 1, "host": "another-host"}):
+        (tmp_path / LOCK_FILE).write_text(json.dumps(owner))
+        with RunLock(tmp_path) as lock:
+            assert lock.held and json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+def test_a_live_holder_in_another_process_is_named_and_its_death_frees_the_folder(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom bench.results.lock import RunLock\n"
+        f"lock = RunLock({str(tmp_path)!r})\nprint('held', flush=True)\ntime.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert holder_alive(tmp_path)
+        with pytest.raises(FolderTaken, match=rf"is in use by process {holder.pid} on "):
+            RunLock(tmp_path)
+    finally:
+        holder.kill()  # kill -9: no clean-up runs, the kernel drops its lock
+        holder.wait()
+    assert not holder_alive(tmp_path)
+    RunLock(tmp_path).release()
 
 
 def test_a_completed_run_is_kept_unless_forced_or_resumed(tmp_path):
@@ -50,6 +66,15 @@ def test_a_completed_run_is_kept_unless_forced_or_resumed(tmp_path):
     RunLock(tmp_path, resuming=True).release()
     RunResult(status="failed", run_dir=tmp_path).write()
     RunLock(tmp_path).release()  # a failed run's folder may be reused
+    # a killed run with a checkpoint to continue from is kept, unless resumed or forced
+    RunResult(status="running", run_dir=tmp_path).write()
+    RunLock(tmp_path).release()  # nothing to resume yet
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    with pytest.raises(BenchError, match=rf"holds an interrupted run; continue it with resume={tmp_path}"):
+        RunLock(tmp_path)
+    RunLock(tmp_path, resuming=True).release()
+    RunLock(tmp_path, force=True).release()
 
 
 @pytest.mark.slow
