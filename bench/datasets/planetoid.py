@@ -9,6 +9,7 @@ them without downloading.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import shutil
 from pathlib import Path
@@ -66,16 +67,21 @@ class Planetoid:
         root = cache / "planetoid-pyg"
         raw = root / NAMES[self.name] / "raw"
         raw.mkdir(parents=True, exist_ok=True)
-        for suffix in SUFFIXES:
-            remote = RemoteFile(rel=f"planetoid/ind.{self.name}.{suffix}",
-                                url=URL.format(commit=COMMIT, name=self.name, suffix=suffix),
-                                sha256=SHA256[self.name][suffix])
-            path = fetch(remote, self.data_dir, self.cache_dir, self.download)
-            record_data_file(path, remote.rel)  # PyG reads the copy below, which has the same bytes
-            target = raw / f"ind.{self.name}.{suffix}"
-            if not target.exists() or target.stat().st_size != path.stat().st_size:
-                shutil.copyfile(path, target)
-        data = PyGPlanetoid(str(root), NAMES[self.name])[0]
+        # runs started together share the cache: one at a time copies the raw files and lets PyG
+        # process them (two writing PyG's processed file at once left one reading it half-written:
+        # an EOFError traceback, seen with two Cora runs on an empty cache)
+        with open(root / f".{self.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for suffix in SUFFIXES:
+                remote = RemoteFile(rel=f"planetoid/ind.{self.name}.{suffix}",
+                                    url=URL.format(commit=COMMIT, name=self.name, suffix=suffix),
+                                    sha256=SHA256[self.name][suffix])
+                path = fetch(remote, self.data_dir, self.cache_dir, self.download)
+                record_data_file(path, remote.rel)  # PyG reads the copy below, which has the same bytes
+                target = raw / f"ind.{self.name}.{suffix}"
+                if not target.exists() or target.stat().st_size != path.stat().st_size:
+                    shutil.copyfile(path, target)
+            data = PyGPlanetoid(str(root), NAMES[self.name])[0]
         u, v = data.edge_index
         keep = u < v
         edges = torch.unique(torch.stack([u[keep], v[keep]], 1), dim=0)
