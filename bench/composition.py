@@ -4,14 +4,19 @@
 A run folder is data, possibly from someone else: its ``run_config.yaml`` (with ``_target_``
 entries) is never instantiated. Resuming or analysing a run composes the config again from
 ``conf/`` with the overrides recorded in its ``results.json`` and checks that the plain values
-agree with the saved ones, so a folder cannot make the code run anything it names.
+agree with the saved ones, so a folder cannot make the code run anything it names. The recorded
+overrides themselves are untrusted too (:func:`check_replayable`): only what a person could type
+for this project's groups and keys is replayed, never a ``_target_``, an interpolation, or a
+config group that ``conf/`` does not define.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
+from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,7 +26,7 @@ import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config us
 from bench.errors import BenchError
 from bench.experiments import apply_per_loss
 from bench.results.resumable import override_value
-from bench.results.schema import RunResult, override_key
+from bench.results.schema import RESULTS_FILE, RunResult, override_key
 
 log = logging.getLogger(__name__)
 _ABSENT = object()
@@ -52,6 +57,95 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     inside = GlobalHydra.instance().is_initialized()
     with nullcontext() if inside else initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         return apply_per_loss(hydra_compose(config_name="config", overrides=list(overrides)), overrides)
+
+
+#: config keys that make Hydra build or call something: a record may never set them
+CODE_KEY = re.compile(r"^_[A-Za-z]+_$")
+
+
+@cache
+def config_groups() -> dict[str, frozenset[str]]:
+    """Every config group of ``conf/`` (``dataset``, ``experiment``, ``experiment/paper``) with
+    the options it defines (``health``, ``paper/health_mf``), Hydra's own left out."""
+    root = Path(CONFIG_DIR)
+    groups: dict[str, frozenset[str]] = {}
+    for folder in sorted(p for p in root.rglob("*") if p.is_dir()):
+        name = folder.relative_to(root).as_posix()
+        if name == "hydra" or name.startswith("hydra/"):
+            continue
+        groups[name] = frozenset(f.relative_to(folder).with_suffix("").as_posix() for f in folder.rglob("*.yaml"))
+    return groups
+
+
+@cache
+def _top_level_keys() -> frozenset[str]:
+    return frozenset(str(k) for k in compose(["output_dir=unused"]).keys())
+
+
+def _names_code(value: object) -> str | None:
+    """Why a parsed override value must not be replayed (a node naming code, an interpolation)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if CODE_KEY.match(str(k)):
+                return f"builds code ({k})"
+            why = _names_code(v)
+            if why:
+                return why
+    elif isinstance(value, list):
+        return next((w for w in map(_names_code, value) if w), None)
+    elif isinstance(value, str) and "${" in value:
+        return "holds an interpolation (${...}), which resolves to anything"
+    return None
+
+
+def replay_refusal(override: str) -> str | None:
+    """Why a recorded override may not be replayed, or None when a person could have typed it
+    for this project: a plain value for a key of ``conf/``, or an option ``conf/`` defines for
+    one of its groups. Never ``_target_``/``_partial_``/``_args_`` (a key or a value's key), an
+    interpolation, a sweep, a ``@package`` move, a deleted group or one ``conf/`` lacks."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([override])[0]
+    except Exception:
+        return "does not parse as a Hydra override"
+    if parsed.is_sweep_override():
+        return "is a sweep, not one run's setting"
+    if parsed.package is not None:
+        return "moves a config group (@package)"
+    key = parsed.key_or_group
+    parts = re.split(r"[./]", key)
+    if any(CODE_KEY.match(p) for p in parts):
+        return f"builds code ({next(p for p in parts if CODE_KEY.match(p))})"
+    value = parsed.value()
+    groups = config_groups()
+    if key in groups:
+        if parsed.type == OverrideType.DEL:
+            return f"deletes the config group {key}"
+        if not isinstance(value, str) or value not in groups[key]:
+            return f"chooses {key}={value}, which conf/{key}/ does not define"
+        return None
+    if "/" in key:
+        return f"names a config group conf/ does not define ({key})"
+    if parts[0] not in _top_level_keys() and parts[0] not in groups:
+        return f"adds {parts[0]}, which is no key of this project's config"
+    return _names_code(value)
+
+
+def check_replayable(overrides: Iterable[str], source: object) -> None:
+    """Refuse, in one line, a record whose overrides could not have been typed for this project
+    (see :func:`replay_refusal`): a crafted ``results.json`` or ledger must not make the code
+    build or call what it names.
+
+    Raises:
+        BenchError: naming the record, the override and why.
+    """
+    for override in overrides:
+        why = replay_refusal(override)
+        if why:
+            raise BenchError(f"{source}: its recorded override {override!r} {why}; a record is data and is never "
+                             "replayed as code: start a new run, or pass that override yourself if you trust it")
 
 
 def is_extending(override: str) -> bool:
@@ -121,7 +215,10 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
                          "start a new run for that (allowed with resume=: trainer.max_epochs, logger, devices)")
     kept = [o for o in res.job_overrides if override_key(o) not in WHERE_KEYS and not o.startswith("hydra")]
     extra_keys = {override_key(o) for o in extra}
-    overrides = [*supersede(kept, extra), f"output_dir={override_value(output_dir)}"]
+    replayed = supersede(kept, extra)
+    # the record's own overrides are untrusted; those typed now (extra) are the user's
+    check_replayable(replayed[:len(replayed) - len(extra)], res.run_dir / RESULTS_FILE if res.run_dir else "a record")
+    overrides = [*replayed, f"output_dir={override_value(output_dir)}"]
     try:
         cfg = compose(overrides)
     except Exception as exc:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.datasets.identity import short
 from bench.errors import BenchError
 from bench.losses.families import paper_name
 from bench.results import (
@@ -35,6 +36,8 @@ from bench.results.ledger import LEDGER_FILE, kept_per_user, read_ledger
 log = logging.getLogger(__name__)
 
 PerUser = tuple[np.ndarray, dict[str, np.ndarray]]
+#: hex digits of a data identity compared between records (a ledger keeps 16)
+IDENTITY_DIGITS = 16
 #: how the module logs link prediction's per-edge metrics after ``test/`` (``test/edge_mrr``)
 EDGE_LOG_PREFIX = "edge_"
 #: and the biased sampled-negatives metrics (``test/sampled_hit@10``)
@@ -71,6 +74,8 @@ class RunRecord:
             (written before provenance was recorded, or read from W&B, or from a ledger).
         data_digest: a ledger row's digest of those files (:func:`bench.results.ledger.data_digest`),
             "" for records read from elsewhere.
+        data_identity: the first 16 hex digits of the identity of the exact data the run used
+            (:mod:`bench.datasets.identity`), "" when not recorded (older runs, W&B).
     """
 
     source: str
@@ -89,6 +94,7 @@ class RunRecord:
     k: int | None = None
     data_files: dict[str, str] | None = None
     data_digest: str = ""
+    data_identity: str = ""
     per_edge: dict[str, float] = field(default_factory=dict)
     sampled: dict[str, float] = field(default_factory=dict)
     ref: dict[str, float] = field(default_factory=dict)
@@ -113,7 +119,7 @@ def _record(res: RunResult, source: str, load_per_user: Callable[[], PerUser | N
         source=source, task=res.task, dataset=res.dataset, model=res.model, loss=res.loss, seed=res.seed,
         test={k: float(v) for k, v in res.test.items() if v is not None}, history=list(res.history),
         paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished,
-        k=_loss_k(res.config), data_files=res.data_files,
+        k=_loss_k(res.config), data_files=res.data_files, data_identity=short(res.data_identity, IDENTITY_DIGITS),
         per_edge={k: float(v) for k, v in res.per_edge.items() if isinstance(v, int | float)},
         sampled={k: float(v) for k, v in res.sampled.items() if isinstance(v, int | float) and not isinstance(v, bool)})
 
@@ -162,6 +168,7 @@ def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, m
             dataset=dataset, model=model, loss=loss, seed=seed, test=family("test/"), paper=dict(paper or {}),
             overrides=str(row.get("setting", "")).split(), k=k, per_edge=family("edge/"), sampled=family("sampled/"),
             ref=family("ref/"), data_digest=str(row.get("data") or ""), finished=_timestamp(row.get("finished_at")),
+            data_identity=str(row.get("data_id") or "")[:IDENTITY_DIGITS],
             load_per_user=res.load_per_user if same and res is not None
             else partial(kept_per_user, ledger, row) if ledger is not None else (lambda: None)))
     return records
@@ -209,8 +216,9 @@ def compose_setting(setting: list[str], source: Path | str = "ledger") -> Any:
     not have gets it back, as Hydra's error names it)."""
     from hydra.errors import ConfigCompositionException
 
-    from bench.composition import compose
+    from bench.composition import check_replayable, compose
 
+    check_replayable(setting, source)  # a ledger is a record: never code
     overrides = list(setting)
     for _ in range(len(overrides) + 1):
         try:
@@ -300,7 +308,7 @@ def assign_labels(records: list[RunRecord]) -> list[str]:
 
     Returns notes on what was dropped.
     """
-    notes = []
+    notes = split_by_identity(records)
     by_table: dict[tuple, list[RunRecord]] = {}
     for r in records:
         by_table.setdefault((r.table, r.loss), []).append(r)
@@ -320,6 +328,31 @@ def assign_labels(records: list[RunRecord]) -> list[str]:
     return notes + check_same_data(records)
 
 
+def split_by_identity(records: list[RunRecord]) -> list[str]:
+    """Give the runs of one data set name that used different data (by identity: a generator's
+    settings, a filter, a split) data set names of their own, ``synthetic [data 3f2a9c01]``, so
+    that each identity is a table of its own and no paired test ever pairs across identities.
+
+    Returns:
+        a note per data set name that was split.
+    """
+    notes = []
+    by_name: dict[str, set[str]] = {}
+    for r in records:
+        if r.data_identity:
+            by_name.setdefault(r.dataset, set()).add(r.data_identity)
+    for name, identities in sorted(by_name.items()):
+        if len(identities) < 2:
+            continue
+        for r in records:
+            if r.dataset == name and r.data_identity:
+                r.dataset = f"{name} [data {r.data_identity[:8]}]"
+        notes.append(f"data set '{name}' was run on {len(identities)} different data (identities "
+                     f"{', '.join(sorted(i[:8] for i in identities))}: other generator, filter or split settings); "
+                     "each is reported as a table of its own, and no run is paired across them")
+    return notes
+
+
 def check_same_data(records: list[RunRecord]) -> list[str]:
     """Refuse runs of one data set name that read different data files (by content: the
     set of SHA-256 digests, whatever the files were called or where they lay). Ledger rows carry
@@ -334,6 +367,8 @@ def check_same_data(records: list[RunRecord]) -> list[str]:
     first_digest: dict[str, RunRecord] = {}
     unchecked = 0
     for r in sorted(records, key=lambda r: r.source):
+        if r.data_identity:  # split_by_identity has kept runs on other data apart
+            continue
         if r.data_files is None and r.data_digest:  # ledger rows: checked against each other
             ref = first_digest.setdefault(r.dataset, r)
             if ref.data_digest != r.data_digest:

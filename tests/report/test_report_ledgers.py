@@ -60,9 +60,13 @@ def test_a_ledger_file_can_be_given_directly_and_other_data_refuses_to_pool(tmp_
 
 def test_a_setting_that_does_not_compose_is_one_clear_error(tmp_path):
     bad = _ledger(tmp_path / "x", "experiment=paper/no_such_table loss=sl", SL)
-    with pytest.raises(BenchError, match=r"x/runs.csv: its setting 'experiment=paper/no_such_table loss=sl' "
-                                         "does not compose"):
+    with pytest.raises(BenchError, match=r"x/runs.csv: its recorded override 'experiment=paper/no_such_table' "
+                                         "chooses experiment=paper/no_such_table, which conf/experiment/ does not "
+                                         "define"):
         from_directories([bad])
+    worse = _ledger(tmp_path / "y", "experiment=paper/table2_mf_health loss=sl +loss.tau=0.1", SL)
+    with pytest.raises(BenchError, match=r"y/runs.csv: its setting '.*' does not compose"):
+        from_directories([worse])
 
 
 def test_the_reference_protocol_columns_are_a_metric_family_beside_the_paper(tmp_path):
