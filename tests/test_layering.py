@@ -13,14 +13,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bench"
 
 #: lowest first; a module may import from its own layer and the layers before it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("config", ("bench.errors", "bench.registry", "bench.experiments", "bench.parallel", "bench.allocator",
-                "bench.distributed", "bench.validation")),
+    ("config", ("bench.errors", "bench.determinism", "bench.registry", "bench.experiments", "bench.parallel",
+                "bench.allocator", "bench.distributed", "bench.validation")),
     ("data", ("bench.datasets", "bench.sampling", "bench.contracts")),
     ("model/loss", ("bench.evaluation", "bench.models", "bench.thresholds", "bench.losses")),
     ("step", ("bench.step",)),
     ("task", ("bench.tasks",)),
     ("results", ("bench.results",)),
-    ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run")),
+    ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep")),
     ("report", ("bench.report", "bench.export")),
     ("command line", ("bench.app", "bench", "bench.__main__")),
 ]

@@ -10,7 +10,9 @@ functions work on any directory of runs.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from omegaconf import DictConfig
 from bench.report.runs import RunRecord, assign_labels, from_results
 from bench.report.tables import build
 from bench.results import COMPLETED, RunResult, atomic_write_bytes, find_runs, variant_overrides
+from bench.results.schema import SWEEP_ID_ENV
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +48,10 @@ def _fmt(mean: float, half: float, n: int) -> str:
     return f"{mean:.4f} ± {half:.4f} (n={n})" if n > 1 else f"{mean:.4f} (n={n})"
 
 
-def to_markdown(summary: pd.DataFrame, runs: list[RunResult], headline: Iterable[str] = HEADLINE) -> str:
-    """Markdown: a headline table (configurations x headline metrics), the full table, and
-    the runs that did not complete."""
+def to_markdown(summary: pd.DataFrame, runs: list[RunResult], headline: Iterable[str] = HEADLINE,
+                not_run: Iterable[str] = ()) -> str:
+    """Markdown: a headline table (configurations x headline metrics), the full table, the runs
+    that did not complete, and ``not_run``: the sweep's jobs that did not run (one line each)."""
     lines = ["# Seed summary", "", "mean ± 95% CI half-width (Student t, n seeds)", ""]
     # and the metric the runs picked their checkpoints by, when another (NDCG@5 in learning to rank)
     monitors = [r.monitor for r in runs if r.status == COMPLETED]
@@ -72,38 +76,87 @@ def to_markdown(summary: pd.DataFrame, runs: list[RunResult], headline: Iterable
         for r in failed:
             lines.append(f"- {r.run_dir} ({' '.join(r.variant) or 'no overrides'}, seed {r.seed}): "
                          f"{r.live_status()}" + (f": {r.error}" if r.error else ""))
+    not_run = list(not_run)
+    if not_run:
+        lines += ["", "## Jobs of this sweep that did not run", "", *(f"- {line}" for line in not_run)]
     return "\n".join(lines) + "\n"
 
 
-def write_summary(root: Path, confidence: float = 0.95) -> tuple[list[RunResult], pd.DataFrame, str]:
-    """Read every run under ``root`` and write ``summary.csv`` and ``summary.md`` there."""
-    runs, notes = find_runs([root])
-    for note in notes:
-        log.warning("%s", note)
+def write_summary(root: Path, confidence: float = 0.95, runs: list[RunResult] | None = None,
+                  not_run: Iterable[str] = ()) -> tuple[list[RunResult], pd.DataFrame, str]:
+    """Summarise ``runs`` (default: every run under ``root``) into ``summary.csv`` and
+    ``summary.md`` there; ``not_run`` lists jobs that did not run."""
+    if runs is None:
+        runs, notes = find_runs([root])
+        for note in notes:
+            log.warning("%s", note)
     summary, _ = summarize(runs, confidence)
-    markdown = to_markdown(summary, runs)
+    markdown = to_markdown(summary, runs, not_run=not_run)
     atomic_write_bytes(Path(root) / "summary.csv", summary.to_csv(index=False).encode())
     atomic_write_bytes(Path(root) / "summary.md", markdown.encode())
     return runs, summary, markdown
 
 
-class SeedSummaryCallback(Callback):
-    """Hydra callback: at the end of a multirun, summarise every job of the sweep.
+def _same_job(run: RunResult, job: list[str]) -> bool:
+    return set(run.job_overrides) == set(job)
 
-    Failed jobs are listed (they do not stop the sweep: the task function records them);
-    the process then exits with status 1 so that scripts notice.
+
+def jobs_not_run(mine: list[RunResult], others: list[RunResult], jobs: list[list[str]] | None) -> list[str]:
+    """One line per job of the sweep that left no run of its own: a folder another run held (a
+    sweep rerun into the same folder), or a job that failed before writing anything."""
+    lines = [f"{r.run_dir}: not run by this sweep; the folder holds a {r.live_status()} run started "
+             f"{r.started_at or 'at an unknown time'} (pass force=true, or another hydra.sweep.dir, to run it)"
+             for r in others]
+    if jobs is not None:
+        started = [j for j in jobs if any(_same_job(r, j) for r in mine)]
+        missing = [j for j in jobs if j not in started]
+        held = {tuple(sorted(r.job_overrides)) for r in others}
+        lines += [f"job {jobs.index(j)} ({' '.join(j)}): no run of it in the sweep folder (see its log)"
+                  for j in missing if tuple(sorted(j)) not in held]
+    return lines
+
+
+class SeedSummaryCallback(Callback):
+    """Hydra callback: before a multirun, check every job (:mod:`bench.sweep`: a job that would not
+    compose or has a bad setting stops the sweep before any starts, each one named); after it,
+    summarise the runs this sweep ran.
+
+    Runs an earlier sweep left in the folder (a rerun into the same ``hydra.sweep.dir``: their
+    jobs were refused) are not summarised as this sweep's: they are named as jobs that did not run.
+    Failed jobs are listed (they do not stop the sweep: the task function records them); the
+    process then exits with status 1 so that scripts notice.
     """
+
+    def __init__(self) -> None:
+        self.sweep_id: str | None = None
+        self.jobs: list[list[str]] | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from bench.sweep import refuse_bad_jobs, sweep_jobs
+
+        self.jobs = sweep_jobs(config)
+        refuse_bad_jobs(self.jobs)
+        # every job records it (os.environ reaches the launcher's worker processes and SLURM jobs)
+        self.sweep_id = uuid.uuid4().hex
+        os.environ[SWEEP_ID_ENV] = self.sweep_id
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         root = Path(config.hydra.sweep.dir)
-        runs, summary, markdown = write_summary(root)
+        runs, notes = find_runs([root])
+        for note in notes:
+            log.warning("%s", note)
+        mine = [r for r in runs if self.sweep_id is None or r.sweep_id == self.sweep_id]
+        others = [r for r in runs if r not in mine]
+        not_run = jobs_not_run(mine, others, self.jobs)
+        _, summary, markdown = write_summary(root, runs=mine, not_run=not_run)
         print(markdown)
         print(f"seed summary: {root / 'summary.md'} and {root / 'summary.csv'}")
         if "wandb" in (config.get("logger") or {}) and len(summary):
-            _log_summary_to_wandb(config, runs, summary)
-        bad = [r for r in runs if r.status != COMPLETED]
-        if bad:
-            print(f"{len(bad)} of {len(runs)} jobs did not complete; see the list above", file=sys.stderr)
+            _log_summary_to_wandb(config, mine, summary)
+        bad = [r for r in mine if r.status != COMPLETED]
+        if bad or not_run:
+            print(f"{len(bad) + len(not_run)} jobs did not complete or did not run; see the lists above",
+                  file=sys.stderr)
             sys.exit(1)
 
 

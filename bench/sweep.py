@@ -1,0 +1,101 @@
+"""A sweep's jobs, checked before any of them starts.
+
+Hydra composes a job's config only when the launcher reaches it, so a job whose overrides do not
+compose (``-m loss=slk,sl loss.k=10``: SL has no ``k``) would abort the sweep half-way with an
+error that names no job. :func:`check_jobs` composes every job of a basic sweep up front and runs
+the checks a run makes before touching its folder (:func:`bench.run.check_settings`), and the
+sweep stops before its first job, naming each bad one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from bench.composition import compose
+from bench.run import check_settings
+
+#: the sweeper whose jobs are the product of comma lists and ranges (others choose as they go)
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+#: jobs composed up front at most (a bigger grid is checked as it runs)
+MAX_CHECKED = 2000
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
+    """Each job's overrides, in launch order, of the multirun ``config`` (the sweep's own config,
+    as a Hydra callback gets it); None for a sweeper that picks jobs as it goes (Optuna)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if str(config.hydra.sweeper.get("_target_")) != BASIC_SWEEPER:
+        return None
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def jobs_from_command_line(argv: list[str]) -> list[list[str]] | None:
+    """The jobs of a ``python -m bench -m ...`` command line, or None when it is no multirun or
+    names another sweeper or Hydra flags this check does not follow (Hydra then reports alone)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = argv[1:]
+    if not any(a in ("-m", "--multirun") for a in args):
+        return None
+    overrides = [a for a in args if a not in ("-m", "--multirun")]
+    if any(a.startswith("-") for a in overrides) or any(a.lstrip("+~").startswith("hydra/sweeper") for a in overrides):
+        return None
+    job_overrides = [a for a in overrides if not a.lstrip("+~").startswith("hydra")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(job_overrides)
+    except Exception:
+        return None  # Hydra says what does not parse
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def _why(exc: BaseException) -> str:
+    from bench.errors import find_user_error
+
+    error = find_user_error(exc) or exc
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(lines[:2]) or type(error).__name__
+
+
+def check_jobs(jobs: list[list[str]]) -> list[str]:
+    """One line per job that would fail before training: its overrides do not compose, or a
+    setting is out of range. [] when every job may start."""
+    from contextlib import nullcontext
+
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from bench.composition import CONFIG_DIR
+
+    problems = []
+    # a job is named by what sets it apart (the swept values), not by the overrides all jobs share
+    shared = set.intersection(*(set(j) for j in jobs)) if len(jobs) > 1 else set()
+    inside = GlobalHydra.instance().is_initialized()
+    with nullcontext() if inside else initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        for number, job in enumerate(jobs[:MAX_CHECKED]):
+            try:
+                cfg: Any = compose([*job, "output_dir=unused"])
+                if not cfg.get("resume"):
+                    check_settings(cfg)
+            except Exception as exc:
+                own = [o for o in job if o not in shared] or job
+                problems.append(f"job {number} ({' '.join(own)}): {_why(exc)}")
+    return problems
+
+
+def refuse_bad_jobs(jobs: list[list[str]] | None) -> None:
+    """Exit with status 2, naming each bad job, when any job of the sweep would fail before training."""
+    import sys
+
+    problems = check_jobs(jobs) if jobs else []
+    if problems:
+        print(f"error: {len(problems)} of {len(jobs or [])} jobs would fail before training; no job was started:",
+              file=sys.stderr)
+        for line in problems:
+            print(f"  {line}", file=sys.stderr)
+        sys.exit(2)
