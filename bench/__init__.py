@@ -1,12 +1,11 @@
 """bench: a benchmark suite for top-K recommendation losses (Lightning + Hydra)."""
 
-import os
+from bench.determinism import pin_cpu_digits
 
-# MKL splits a GEMM's reduction by thread count on some CPUs (seen on a 2-core Intel Xeon: a Linear
-# weight gradient differed between 1 and 2 threads), so a parallel-launcher job would not equal
-# the single run. Strict conditional numerical reproducibility makes GEMMs independent of the
-# thread count; it is read at MKL's first call, so this must run before any matmul. A user's own
-# MKL_CBWR wins.
-os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+# before anything imports torch: the kernels a CPU runs decide the last digits (bench/determinism.py);
+# unless BENCH_CPU_DIGITS=native, every x86-64 CPU with AVX2 runs the same ones. MKL's STRICT mode
+# also makes matrix products independent of the thread count (a Linear weight gradient differed
+# between 1 and 2 threads on a 2-core Xeon without it).
+pin_cpu_digits()
 
 __version__ = "0.1.0"

@@ -9,7 +9,11 @@ benchmark slows every cell alike. The ledgers' ``train_epoch_s`` column records 
 for every seed, but under whatever else the machine ran at the time; this is the controlled reading.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/speed_epochs.py --cells ml100k-mf-lambdarank ...
-        [--epochs 6] [--rounds 3] [--out FILE.md]
+        [--epochs 6] [--rounds 3] [--digits portable native] [--out FILE.md]
+
+``--digits portable native`` times each cell under both CPU-kernel modes (``BENCH_CPU_DIGITS``,
+bench/determinism.py): what the same digits on every CPU cost against each CPU's fastest kernels,
+for training epochs and for the full-ranking test (``timing_s.test``).
 """
 
 from __future__ import annotations
@@ -27,15 +31,21 @@ from reproduce_paper import CELLS
 from bench.results.io import read_json
 
 
-def epoch_seconds(overrides: list[str], epochs: int, workdir: Path) -> float:
-    """Median training-epoch seconds of one ``epochs``-epoch run of ``overrides`` (one thread)."""
+def epoch_seconds(overrides: list[str], epochs: int, workdir: Path, digits: str | None = None) -> tuple[float, float]:
+    """(median training-epoch seconds, test seconds) of one ``epochs``-epoch run of ``overrides``
+    (one thread; ``digits``: the ``BENCH_CPU_DIGITS`` mode, None for the default)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    for pinned in ("ATEN_CPU_CAPABILITY", "MKL_CBWR"):  # each mode sets its own
+        env.pop(pinned, None)
+    if digits is not None:
+        env["BENCH_CPU_DIGITS"] = digits
     cmd = [sys.executable, "-m", "bench", *overrides, f"trainer.max_epochs={epochs}",
            f"trainer.check_val_every_n_epoch={epochs}", "logger=csv", f"hydra.run.dir={workdir}"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(overrides)} failed:\n{done.stderr[-2000:]}")
-    return float(read_json(workdir / "results.json")["timing_s"]["train_epoch_median"])
+    timing = read_json(workdir / "results.json")["timing_s"]
+    return float(timing["train_epoch_median"]), float(timing["test"])
 
 
 def main() -> int:
@@ -43,20 +53,28 @@ def main() -> int:
     parser.add_argument("--cells", nargs="+", required=True)
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--digits", nargs="+", choices=["portable", "native"],
+                        help="time each cell under these BENCH_CPU_DIGITS modes")
     parser.add_argument("--out", type=Path, help="also write the table here (markdown)")
     args = parser.parse_args()
     unknown = [c for c in args.cells if c not in CELLS]
     if unknown:
         raise SystemExit(f"unknown cell(s) {', '.join(unknown)}; known: {', '.join(sorted(CELLS))}")
-    times: dict[str, list[float]] = {c: [] for c in args.cells}
+    modes: list[str | None] = list(args.digits) if args.digits else [None]
+    runs = [(c, m) for c in args.cells for m in modes]
+    times: dict[tuple, list[tuple[float, float]]] = {r: [] for r in runs}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for cell in args.cells:
-                times[cell].append(epoch_seconds(CELLS[cell][0], args.epochs, Path(tmp) / f"{cell}-{r}"))
-                print(f"round {r}: {cell} {times[cell][-1]:.2f} s/epoch", flush=True)
-    lines = [f"Median training epoch over {args.rounds} rounds of {args.epochs} epochs, one thread "
-             f"({os.cpu_count()} cores).", "", "| cell | s / epoch | rounds |", "|---|---|---|"]
-    lines += [f"| {c} | {statistics.median(t):.2f} | {' '.join(f'{x:.2f}' for x in t)} |" for c, t in times.items()]
+            for cell, mode in runs:
+                where = Path(tmp) / f"{cell}-{mode}-{r}"
+                times[(cell, mode)].append(epoch_seconds(CELLS[cell][0], args.epochs, where, mode))
+                print(f"round {r}: {cell} {mode or ''} {times[(cell, mode)][-1][0]:.2f} s/epoch", flush=True)
+    lines = [f"Median training epoch and full-ranking test over {args.rounds} rounds of {args.epochs} epochs, one "
+             f"thread ({os.cpu_count()} cores).", "",
+             "| cell | CPU kernels | s / epoch | test s | rounds (s / epoch) |", "|---|---|---|---|---|"]
+    lines += [f"| {c} | {m or 'default'} | {statistics.median(x for x, _ in t):.2f} | "
+              f"{statistics.median(y for _, y in t):.2f} | {' '.join(f'{x:.2f}' for x, _ in t)} |"
+              for (c, m), t in times.items()]
     print("\n".join(lines))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

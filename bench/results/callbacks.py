@@ -23,6 +23,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 
+from bench.determinism import digits_record
 from bench.evaluation import mean_metrics
 from bench.results.io import write_per_user
 from bench.results.schema import COMPLETED, PER_USER_FILE, RunResult
@@ -174,7 +175,9 @@ class WriteResults(L.Callback):
         result.timing_s = timing
         result.device = str(pl_module.device)
         result.host = host_info()
-        result.provenance = {**result.provenance, "hardware": hardware_info(pl_module.device)}
+        device = str(pl_module.device) if pl_module.device.type != "cpu" else None
+        result.provenance = {**result.provenance, "hardware": hardware_info(pl_module.device),
+                             "digits": digits_record(device)}
         result.finished_at = finished
         result.write(self.dirpath)
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.datasets.identity import short
+from bench.determinism import digits_key
 from bench.errors import BenchError
 from bench.results.io import atomic_write_bytes
 from bench.results.resumable import finish_run
@@ -56,9 +58,13 @@ SAMPLED_METRICS_KEPT = frozenset({"mrr"})
 #: (``fit_s``: the fit's wall seconds, validation included; ``train_epoch_s``: the median training epoch's)
 TIMING_COLUMNS = ("fit_s", "train_epoch_s")
 #: ``device``: what the run trained on (``cpu``, or ``cuda:0 NVIDIA H200``), without which neither its
-#: timings nor a difference in its metrics can be read (GPU kernels do not reproduce the CPU's digits)
-ID_COLUMNS = ("seed", "setting", "data", "commit", "dirty", "finished_at", "epochs_trained", "best_epoch",
-              *TIMING_COLUMNS, "device")
+#: timings nor a difference in its metrics can be read (GPU kernels do not reproduce the CPU's digits);
+#: ``data_id``: the identity of the exact data (:mod:`bench.datasets.identity`, 16 hex digits: the
+#: splits, not only the files, so a generator's or a filter's settings count); ``digits``: what its
+#: last digits depend on (:func:`bench.determinism.digits_key`: torch, device, CPU kernels, threads).
+#: Both are blank in rows written before they were recorded.
+ID_COLUMNS = ("seed", "setting", "data", "data_id", "commit", "dirty", "finished_at", "epochs_trained",
+              "best_epoch", *TIMING_COLUMNS, "device", "digits")
 
 
 def setting_of(overrides: Iterable[str]) -> str:
@@ -91,6 +97,7 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
         "seed": res.seed,
         "setting": setting_of(res.overrides),
         "data": data_digest(res),
+        "data_id": short(res.data_identity, 16),
         "commit": code.get("commit") or "",
         "dirty": code.get("dirty") if code.get("dirty") is not None else "",
         "finished_at": res.finished_at or "",
@@ -100,6 +107,7 @@ def ledger_row(res: RunResult, extra: Mapping[str, float] | None = None) -> dict
         "train_epoch_s": round(float(res.timing_s["train_epoch_median"]), 2)
         if "train_epoch_median" in res.timing_s else "",
         "device": device_of(res),
+        "digits": digits_key(res.digits),
     }
     row.update({f"val/{m}": float(v) for m, v in sorted((res.best.get("val") or {}).items())})
     row.update({f"test/{m}": float(v) for m, v in sorted(res.test.items())})
@@ -168,7 +176,7 @@ def _update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_set
                    ) -> list[dict[str, object]]:
     rows = {_key(r): dict(r) for r in read_ledger(path)}
     for new in new_rows:
-        for key in ("setting", "data") if one_setting else ("data",):
+        for key in ("setting", "data", "data_id") if one_setting else ("data", "data_id"):
             held = {str(r[key]) for r in rows.values() if r.get(key) not in (None, "")}
             if new.get(key) not in (None, "") and held and str(new[key]) not in held:
                 raise BenchError(
