@@ -259,17 +259,19 @@ class LtrModule(RankingModule):
         loss: a loss with a list form.
         optimizer: a callable params -> torch optimizer.
         seed: run seed (the per-step generator a loss may use).
+        divergence_factor: as :class:`~bench.tasks.module.RankingModule`'s.
     """
 
     progress_metrics = ("ndcg@5", "ndcg@10")
 
     def __init__(self, model: nn.Module, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
-                 seed: int) -> None:
+                 seed: int, divergence_factor: float | None = 1000.0) -> None:
         if not has_list_form(loss):
             name = next((n for n in LOSSES.names() if LOSSES.get(n) is type(loss)), type(loss).__name__)
             raise ConfigError(f"loss={name} has no learning-to-rank form; task=ltr trains with "
                               f"{', '.join(list_form_losses())}")
-        super().__init__(model, loss, optimizer, seed)  # type: ignore[arg-type]  # a list scorer, not an EmbeddingModel
+        super().__init__(model, loss, optimizer, seed,  # type: ignore[arg-type]
+                         divergence_factor=divergence_factor)  # a list scorer, not an EmbeddingModel
         self.lists: RankingLists | None = None
 
     def setup(self, stage: str) -> None:
@@ -295,6 +297,7 @@ class LtrModule(RankingModule):
         if not torch.isfinite(loss):
             raise TrainingDiverged(f"training loss is {loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
                                    "lower optimizer.lr or raise the loss temperature")
+        self._note_loss(loss)
         self.step_loss = loss.detach()
         self._epoch_loss_sum = self._epoch_loss_sum + self.step_loss * queries.numel()
         self._epoch_pairs += int(queries.numel())

@@ -48,6 +48,10 @@ class RankingModule(L.LightningModule):
             (``train.shared_groups``; 1 = one draw for the batch).
         distinct_negatives: draw N different items rather than N with replacement
             (``train.distinct_negatives``).
+        divergence_factor: the run stops as diverged when an epoch's mean training loss is over
+            this many times the first batch's (at least 1 in absolute value), as a loss that
+            exploded without yet overflowing (``train.divergence_factor``; None: off). A
+            non-finite loss stops it at any step.
     """
 
     #: the validation metrics the log shows at every validation
@@ -55,7 +59,7 @@ class RankingModule(L.LightningModule):
 
     def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
                  seed: int, negatives: str = "per_pair", shared_groups: int = 1,
-                 distinct_negatives: bool = False) -> None:
+                 distinct_negatives: bool = False, divergence_factor: float | None = 1000.0) -> None:
         super().__init__()
         if negatives not in NEGATIVE_MODES:
             raise ConfigError(f"unknown train.negatives '{negatives}'; use {' or '.join(NEGATIVE_MODES)}")
@@ -72,6 +76,9 @@ class RankingModule(L.LightningModule):
         self.negatives = negatives
         self.shared_groups = int(shared_groups)
         self.distinct_negatives = bool(distinct_negatives)
+        self.divergence_factor = None if divergence_factor is None else float(divergence_factor)
+        #: the training loss of the first batch, before any update: the scale divergence is judged by
+        self.initial_loss: float | None = None
         self.sampler: UniformNegativeSampler | None = None
         self.val_evaluator: FullRankingEvaluator | None = None
         self.test_evaluator: FullRankingEvaluator | None = None
@@ -156,6 +163,23 @@ class RankingModule(L.LightningModule):
             if self._epoch_extra_sum is not None:  # e.g. XSimGCL's contrastive term
                 self.log("train/extra_loss", float(self._epoch_extra_sum) / self._epoch_pairs)
             log.info("epoch %d: train loss %.4f (%.1f s)", self.current_epoch, mean, seconds)
+            self._check_divergence(mean, self.current_epoch)
+
+    def _note_loss(self, loss: Tensor) -> None:
+        if self.initial_loss is None:
+            self.initial_loss = float(loss.detach())  # one host sync, at the first step
+
+    def _check_divergence(self, mean: float, epoch: int) -> None:
+        """Stop a run whose loss exploded (finite, so no step noticed): before this epoch's
+        checkpoint is saved, so a resume never continues from the blown-up model."""
+        if self.divergence_factor is None or self.initial_loss is None:
+            return
+        limit = self.divergence_factor * max(abs(self.initial_loss), 1.0)
+        if abs(mean) > limit or mean != mean:
+            raise TrainingDiverged(
+                f"training diverged: epoch {epoch}'s mean training loss is {mean:.3g}, over "
+                f"{self.divergence_factor:g} times the first batch's {self.initial_loss:.3g}; lower optimizer.lr or "
+                "raise the loss temperature (train.divergence_factor=null turns this check off)")
 
     def training_step(self, rows: Tensor, batch_idx: int) -> Tensor:
         # the epoch's global batch number: under DDP rank r's i-th batch is batch i * world + r
@@ -168,6 +192,7 @@ class RankingModule(L.LightningModule):
                 f"training loss is {output.loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
                 "lower optimizer.lr or raise the loss temperature"
             )
+        self._note_loss(output.loss)
         self._pending = output
         self.step_loss = output.loss.detach()
         self._epoch_loss_sum = self._epoch_loss_sum + self.step_loss * output.size
@@ -253,9 +278,12 @@ class RankingModule(L.LightningModule):
     # checkpoint state ------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["bench_history"] = list(self.history)
+        checkpoint["bench_initial_loss"] = self.initial_loss
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # only a resumed fit takes the saved curve; loading the best checkpoint for
         # testing must not truncate the history to the best epoch
         if self._trainer is not None and self.trainer.state.fn == TrainerFn.FITTING:
             self.history = list(checkpoint.get("bench_history", []))
+            saved = checkpoint.get("bench_initial_loss")
+            self.initial_loss = float(saved) if isinstance(saved, int | float) else self.initial_loss
