@@ -22,6 +22,8 @@ from bench.datasets.tables import read_table
 from bench.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
+#: bytes read and checked before the whole file is (a file of junk fails at once)
+HEAD_BYTES = 1 << 20
 
 
 def k_core(frame: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -154,19 +156,40 @@ class CustomFile:
         """The raw rows as a frame with columns user, item[, rating][, timestamp]."""
         if not self.path.is_file():
             raise DataError(f"interaction file {self.path} not found; set dataset.path to an existing file")
+        fmt = self._format()
+        if fmt not in ("tsv", "csv", "inter"):
+            raise DataError(f"unknown dataset.format '{fmt}'; use auto, tsv, csv or inter")
+        # the first lines first: a file of junk (or the wrong file) fails in a moment, not after
+        # the whole of it has been parsed
+        with self.path.open("rb") as fh:
+            prefix = fh.read(HEAD_BYTES + 1)
+        whole = len(prefix) <= HEAD_BYTES
+        if not whole:
+            if b"\n" not in prefix:
+                raise DataError(f"{self.path}:1: the first line is over {HEAD_BYTES >> 20} MB long; this is no "
+                                "interaction file (one user, item[, ...] row per line): check dataset.path")
+            prefix = prefix[:prefix.rindex(b"\n") + 1]
+        self._parse(self._decode(prefix), fmt)
+        if whole:
+            record_data_file(self.path, self.data_name)
+            return self._parse(self._decode(prefix), fmt)
+        text = self._decode(self.path.read_bytes())
+        record_data_file(self.path, self.data_name)
+        return self._parse(text, fmt)
+
+    def _decode(self, data: bytes) -> str:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = self.path.read_bytes()[: exc.start].count(b"\n") + 1
+            line = data[: exc.start].count(b"\n") + 1
             raise DataError(f"{self.path}:{line}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
         if not text.strip():
             raise DataError(f"{self.path} is empty")
-        record_data_file(self.path, self.data_name)
-        fmt = self._format()
+        return text
+
+    def _parse(self, text: str, fmt: str) -> pd.DataFrame:
         if fmt == "inter":
             return _read_inter(self.path, text)
-        if fmt not in ("tsv", "csv"):
-            raise DataError(f"unknown dataset.format '{fmt}'; use auto, tsv, csv or inter")
         return _read_delimited(self.path, text, "\t" if fmt == "tsv" else ",", self.header, self.columns,
                                need_rating=self.min_rating is not None)
 

@@ -12,7 +12,6 @@ import pytest
 
 from bench.datasets import CustomFile
 from bench.errors import BenchError, ConfigError, DataError
-from bench.results import RunResult
 from bench.results.io import atomic_write_bytes
 from bench.run import train_and_test
 
@@ -39,7 +38,8 @@ def test_the_command_line_says_it_in_one_line(tiny, run_cli, tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == ("error: optimizer.lr=-1 is out of range: "
                                                     "use a number >= 0 (0 evaluates the untrained model)")
-    assert RunResult.read(tmp_path / "run").status == "failed"
+    # refused before it started: no record of a run that never was (and no folder's record touched)
+    assert not (tmp_path / "run" / "results.json").exists()
 
 
 def _csv(tmp_path, lines, name="r.csv"):
@@ -132,3 +132,80 @@ def test_wandb_online_without_credentials_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ConfigError, match="W&B online logging needs credentials: set WANDB_API_KEY"):
         wandb_logger(mode="online", save_dir=str(tmp_path))
+
+
+# -- issue 42, class 7: inputs that were still unguarded ------------------------------------------
+
+@pytest.mark.parametrize("override,message", [
+    ("dataset.n_users=0", "dataset.n_users=0 is out of range: use an integer >= 1"),
+    ("dataset.min_per_user=200", "dataset.min_per_user=200 exceeds dataset.n_items=80"),
+    ("dataset.test_fraction=0", "dataset.test_fraction=0 is out of range: use a share in (0, 1)"),
+    ("dataset.test_fraction=1.5", "dataset.test_fraction=1.5 is out of range: use a share in (0, 1)"),
+    ("dataset.test_fraction=-0.5", "dataset.test_fraction=-0.5 is out of range: use a share in (0, 1)"),
+    ("train.divergence_factor=0.5", "train.divergence_factor=0.5 is out of range: use null (off) or a number > 1"),
+])
+def test_data_settings_out_of_range_stop_before_anything_is_built(override, message, tiny, make_cfg, tmp_path):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        train_and_test(make_cfg([*tiny, override], tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_custom_files_settings_are_checked_too(make_cfg, tmp_path):
+    for override, message in (("dataset.min_rating=abc", "dataset.min_rating=abc is out of range: use null"),
+                              ("dataset.k_core=0", "dataset.k_core=0 is out of range: use an integer >= 1")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            train_and_test(make_cfg(["dataset=custom", "dataset.path=x.tsv", override], tmp_path))
+
+
+def test_ids_are_read_as_written_blanks_around_them_aside(tmp_path):
+    path = _csv(tmp_path, ["user,item"] + [f"u{u},{i}" for u in range(6) for i in range(1, 6)]
+                + ["u0, 5", "u1,5 ", "u2,NA", "u3,null", "u4,NA"])
+    frame = CustomFile(str(path), k_core=1).read_frame()
+    # " 5" and "5 " are item 5, as "5" is: the catalogue does not double
+    assert sorted(set(frame["item"])) == ["1", "2", "3", "4", "5", "NA", "null"]
+    data = CustomFile(str(path), k_core=1).load()
+    assert data.n_items == 7 and data.n_users == 6
+
+
+def test_a_nan_and_an_empty_field_name_their_line(tmp_path):
+    nan = _csv(tmp_path, ["user,item,rating", "u1,i1,4", "u1,i2,nan"], "nan.csv")
+    with pytest.raises(DataError, match=r"nan\.csv:3: malformed row 'u1,i2,nan': field 3 \('nan'\) is not a finite"):
+        CustomFile(str(nan), k_core=1, min_rating=1).load()
+    empty = _csv(tmp_path, ["user,item", "u1,i1", "u2, "], "empty.csv")
+    with pytest.raises(DataError, match=r"empty\.csv:3: malformed row 'u2, ': field 2 \(''\) is empty"):
+        CustomFile(str(empty), k_core=1).load()
+
+
+def test_a_file_of_junk_fails_on_its_first_lines_without_reading_the_rest(tmp_path, monkeypatch):
+    import time
+
+    from bench.datasets import custom
+
+    junk = tmp_path / "junk.csv"
+    with junk.open("w") as f:
+        f.write("user,item,rating\nu1,i1,5\nthis line; is junk\n")
+        f.write(("x" * 99 + "\n") * 400_000)  # 40 MB more
+    read_whole = []
+    real = custom.CustomFile._decode
+    monkeypatch.setattr(custom.CustomFile, "_decode", lambda self, data: read_whole.append(len(data)) or
+                        real(self, data))
+    start = time.perf_counter()
+    with pytest.raises(DataError, match=r"junk\.csv:3: malformed row 'this line; is junk': expected at least 3 fields"):
+        CustomFile(str(junk), k_core=1).load()
+    assert max(read_whole) <= custom.HEAD_BYTES  # only the first megabyte was decoded and parsed
+    assert time.perf_counter() - start < 10
+    one_line = tmp_path / "one_line.tsv"
+    one_line.write_bytes(b"x\t" * (1 << 20))
+    with pytest.raises(DataError, match="the first line is over 1 MB long; this is no interaction file"):
+        CustomFile(str(one_line), k_core=1).load()
+
+
+@pytest.mark.slow
+def test_a_sweep_job_that_would_fail_is_named_before_any_job_starts(tiny, run_cli, tmp_path):
+    proc = run_cli(["-m", *tiny, "logger=none", "loss=slk,sl", "loss.k=10", "hydra.sweep.dir=sw"], tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "error: 1 of 2 jobs would fail before training; no job was started:" in proc.stderr
+    assert "job 1 (loss=sl): Could not override 'loss.k'." in proc.stderr
+    proc = run_cli(["-m", *tiny, "logger=none", "optimizer.lr=0.01,-1", "hydra.sweep.dir=sw"], tmp_path)
+    assert proc.returncode == 2 and "job 1 (optimizer.lr=-1): optimizer.lr=-1 is out of range" in proc.stderr
+    assert not (tmp_path / "sw").exists()  # nothing ran, nothing was written
