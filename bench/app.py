@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import traceback
 from pathlib import Path
 
 import hydra
@@ -14,12 +13,13 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
 from bench.composition import CONFIG_DIR, compose, recompose_run, supersede
-from bench.errors import BenchError, FolderTaken, find_user_error
+from bench.errors import BenchError, find_user_error
 from bench.evaluation.per_edge import format_per_edge
 from bench.evaluation.sampled import format_sampled
 from bench.experiments import apply_per_loss
-from bench.results import CHECKPOINT_DIR, FAILED, RESULTS_FILE, RunResult, override_key
-from bench.run import format_metrics_table, train_and_test
+from bench.results import CHECKPOINT_DIR, RESULTS_FILE, RunResult, override_key
+from bench.results.folder import RunLog, write_command_record
+from bench.run import NothingToResume, format_metrics_table, train_and_test
 
 log = logging.getLogger("bench")
 
@@ -43,42 +43,39 @@ def _resume_target(run_dir: str, extra: list[str]) -> tuple[DictConfig, Path, li
     return cfg, last, supersede(res.overrides, extra)
 
 
-def _record_failure(cfg: DictConfig, overrides: list[str], exc: BaseException) -> None:
-    if isinstance(find_user_error(exc), FolderTaken):  # the folder is another run's: leave it alone
-        return
-    try:
-        record = RunResult.read_or_new(Path(cfg.output_dir))
-        user_error = find_user_error(exc)
-        record.status = FAILED
-        record.overrides = record.overrides or overrides  # the run's own, when it recorded them
-        record.error = str(user_error) if user_error else f"{type(exc).__name__}: {exc}"
-        record.traceback = "".join(traceback.format_exception(exc))
-        record.write()
-    except Exception as inner:  # reporting must not hide the original error
-        log.warning("could not record the failure in %s: %s", RESULTS_FILE, inner)
-
-
 def run_job(cfg: DictConfig) -> RunResult | None:
-    """Run one job; user errors become one-line messages, failures are recorded.
+    """Run one job; user errors become one-line messages, failures are recorded in the run's own
+    ``results.json`` (never in a folder the job was refused).
 
-    In a multirun, a failed job is recorded in its results.json and the sweep goes on
-    (the seed summary lists it); in a single run, a user error exits with status 2.
+    In a multirun, a failed job is recorded and the sweep goes on (the seed summary lists it); in
+    a single run, a user error exits with status 2.
     """
     hydra_on = HydraConfig.initialized()
     multirun = hydra_on and HydraConfig.get().mode == RunMode.MULTIRUN
     overrides = list(HydraConfig.get().overrides.task) if hydra_on else []
-    resume_ckpt = None
+    run_log = RunLog() if hydra_on else None
+    resuming = bool(cfg.get("resume"))
+    task_cfg = cfg
+
+    def on_owned(folder: Path) -> None:
+        if run_log is not None:
+            run_log.open(folder)
+        if hydra_on and not resuming:  # a resumed run keeps the record of the command that started it
+            write_command_record(folder, task_cfg, HydraConfig.get(), overrides)
+
     try:
-        if cfg.get("resume"):
+        resume_ckpt = None
+        if resuming:
             extra = [o for o in overrides if override_key(o) != "resume" and not o.startswith("hydra")]
             cfg, resume_ckpt, overrides = _resume_target(cfg.resume, extra)
             log.info("resuming %s from %s", cfg.output_dir, resume_ckpt)
         else:
             apply_per_loss(cfg, overrides)
-        results = train_and_test(cfg, overrides=overrides, resume_checkpoint=resume_ckpt)
+        results = train_and_test(cfg, overrides=overrides, resume_checkpoint=resume_ckpt, on_owned=on_owned)
+    except NothingToResume as done:
+        print(str(done))
+        return RunResult.read(Path(cfg.output_dir))
     except Exception as exc:
-        if not (cfg.get("resume") and resume_ckpt is None):  # a refused resume leaves the run as it was
-            _record_failure(cfg, overrides, exc)
         user_error = find_user_error(exc)
         if user_error is not None:
             log.error("%s", user_error)
@@ -90,6 +87,9 @@ def run_job(cfg: DictConfig) -> RunResult | None:
             log.exception("job failed: %s", exc)
             return None
         raise
+    finally:
+        if run_log is not None:
+            run_log.close()
     if getattr(rank_zero_only, "rank", 0) != 0:  # DDP: one report, from rank 0
         return results
     ks = list(cfg.eval.ks)
@@ -105,9 +105,9 @@ def run_job(cfg: DictConfig) -> RunResult | None:
 
 
 def resume_in_place(argv: list[str]) -> list[str]:
-    """``argv`` with a ``resume=DIR`` run's Hydra output (its log) in DIR itself, instead of a
-    new ``outputs/<date>/<time>/`` folder; DIR's ``.hydra/`` record of the original command is
-    kept (``hydra.output_subdir=null``)."""
+    """``argv`` with a ``resume=DIR`` run's Hydra job in DIR itself, instead of a new
+    ``outputs/<date>/<time>/`` folder that Hydra would create; DIR's ``.hydra/`` record of the
+    original command is kept (``hydra.output_subdir=null``)."""
     target = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("resume=")), None)
     if not target or target == "null" or any(a.startswith(("hydra.run.dir=", "hydra.output_subdir=")) for a in argv):
         return list(argv)

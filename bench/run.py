@@ -7,9 +7,11 @@ the data is loaded, and the callbacks of ``conf/callbacks/`` complete it when te
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,9 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
 from bench.allocator import retain_freed_memory
+from bench.datasets.identity import data_identity, short
 from bench.datasets.noise import check_noise, load_dataset
 from bench.datasets.provenance import recording as recording_data_files
-from bench.errors import BenchError, ConfigError, DataError
+from bench.determinism import digits_record
+from bench.errors import BenchError, ConfigError, DataError, TrainingDiverged, find_user_error
 from bench.evaluation import metric_names
 from bench.evaluation.sampled import check_sampled
 from bench.evaluation.ties import check_mode
@@ -32,10 +36,12 @@ from bench.loggers import build_loggers
 from bench.losses import LOSSES
 from bench.models import MODELS
 from bench.parallel import place_current_job
-from bench.results import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
+from bench.results import COMPLETED, FAILED, RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
 from bench.results.callbacks import code_version, hardware_info, host_info, now_iso
+from bench.results.folder import check_no_links, clear_previous_run
 from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
+from bench.results.schema import DIVERGED, SWEEP_ID_ENV
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.ltr import LtrDataModule, LtrModule
 from bench.tasks.module import RankingModule
@@ -116,6 +122,14 @@ def _check_same_data(before: dict[str, str] | None, now: dict[str, str], out: Pa
                     "the data it started with, or start the run over in a new folder")
 
 
+def _check_same_identity(before: str | None, now: str, out: Path) -> None:
+    """A resumed run must train on the data its first part did (the same splits, not only files)."""
+    if before and before != now:
+        raise DataError(f"cannot resume {out}: its data changed since the run started (identity "
+                        f"{short(before)} then, {short(now)} now); restore the data and settings it started with, or "
+                        "start the run over in a new folder")
+
+
 def _check_model_fits_task(model_name: str, task_name: str) -> None:
     model_cls = MODELS.get(model_name)
     if task_name not in getattr(model_cls, "tasks", ()):
@@ -146,6 +160,8 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
         raise ConfigError(f"eval.sampled_negatives={sampled} needs an item catalogue to sample from (task=cf, seq or "
                           f"linkpred); task={task.name} ranks given lists: set it to null")
     splits = datamodule.splits
+    test = getattr(splits, "test", None) if isinstance(datamodule, RankingDataModule) else None
+    datamodule.identity = data_identity(data, test, {"noise_ratio": ratio, "noise_seed": noise_seed} if ratio else {})
     if datamodule.test_evaluator.users.numel() == 0:
         if isinstance(datamodule, LtrDataModule):
             raise DataError(f"{datamodule.describe()}: no test list holds a relevant document, so no NDCG is "
@@ -162,34 +178,116 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
     return datamodule
 
 
+class NothingToResume(BenchError):
+    """``resume=`` of a completed run that asks for no more epochs: the folder is left as it is."""
+
+
 def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbacks: Sequence[Callback] = (),
-                   resume_checkpoint: str | Path | None = None) -> RunResult:
+                   resume_checkpoint: str | Path | None = None,
+                   on_owned: Callable[[Path], None] | None = None) -> RunResult:
     """Train and test one configuration; write ``results.json`` in ``cfg.output_dir``.
+
+    The folder is touched only once it is this run's: settings are checked first, then the folder
+    is locked (:class:`~bench.results.lock.RunLock`: refused while another process holds it, or
+    when it holds a completed or resumable run and neither ``force=true`` nor ``resume=`` says
+    otherwise), checked for links, and cleared of an earlier run's files (a new run) or checked
+    to be resumable (a resume). A failure after that is recorded in the run's own
+    ``results.json`` (``failed``, or ``diverged`` for a loss that blew up); one before it changes
+    nothing on disk.
 
     Args:
         cfg: the composed config (see ``conf/config.yaml``).
         overrides: the command-line overrides that made this run (recorded).
         extra_callbacks: more Lightning callbacks (tests use this to interrupt a run).
         resume_checkpoint: a ``last.ckpt`` to continue from.
+        on_owned: called with the folder once it is this run's, before anything is written (the
+            command line opens ``bench.log`` and writes ``.hydra/`` there).
     Returns:
         the completed :class:`~bench.results.RunResult`.
+    Raises:
+        NothingToResume: a resume of a completed run with no more epochs to train.
     """
     place_current_job(cfg)
     allocator = retain_freed_memory(bool(cfg.get("retain_freed_memory", True)))
     log.debug("freed-memory retention: %s", allocator)
+    check_settings(cfg)
+    out = Path(cfg.output_dir)
+    if getattr(rank_zero_only, "rank", 0) != 0:  # DDP: ranks > 0 write nothing of their own
+        return _train_and_test(cfg, out, False, overrides, extra_callbacks, resume_checkpoint)
+    # one run per folder: a second one (or a completed run without force=true) is refused
+    with RunLock(out, force=bool(cfg.get("force", False)), resuming=resume_checkpoint is not None):
+        check_no_links(out)
+        if resume_checkpoint is not None:
+            check_resumable(out, cfg, resume_checkpoint)
+        else:
+            clear_previous_run(out)
+        if on_owned is not None:
+            on_owned(out)
+        try:
+            return _train_and_test(cfg, out, True, overrides, extra_callbacks, resume_checkpoint)
+        except Exception as exc:
+            record_failure(out, overrides, exc)
+            raise
+
+
+def record_failure(out: Path, overrides: Sequence[str], exc: BaseException) -> None:
+    """Mark the run in ``out`` (this process's own) ``failed``, or ``diverged`` when its loss blew
+    up, with the one-line error and the traceback."""
+    try:
+        record = RunResult.read_or_new(out)
+        user_error = find_user_error(exc)
+        record.status = DIVERGED if isinstance(user_error, TrainingDiverged) else FAILED
+        record.overrides = record.overrides or list(overrides)  # the run's own, when it recorded them
+        record.error = str(user_error) if user_error else f"{type(exc).__name__}: {exc}"
+        record.traceback = "".join(traceback.format_exception(exc))
+        record.write(out)
+    except Exception as inner:  # reporting must not hide the original error
+        log.warning("could not record the failure in %s: %s", out, inner)
+
+
+def _trained_epochs(state: dict[str, Any]) -> int:
+    """Epochs a Lightning checkpoint has trained (``last.ckpt`` is saved as epoch ``epoch`` ends)."""
+    epoch = state.get("epoch")
+    return int(epoch) + 1 if isinstance(epoch, int) else 0
+
+
+def check_resumable(out: Path, cfg: DictConfig, checkpoint: str | Path) -> None:
+    """Refuse, before anything is written, a resume that cannot continue the run in ``out``: a
+    checkpoint that is crafted, truncated or corrupt, or fewer epochs than it has trained.
+
+    Raises:
+        NothingToResume: the run is completed and ``trainer.max_epochs`` asks for no more epochs.
+        BenchError: the one-line reason otherwise.
+    """
+    res = RunResult.read(out)
+    state = load_checkpoint(checkpoint)  # a crafted or damaged file is refused here, not by Lightning
+    trained = _trained_epochs(state)
+    wanted = int(cfg.trainer.max_epochs)
+    if res.status == COMPLETED:
+        recorded = int(((res.config.get("trainer") or {}).get("max_epochs")) or 0)
+        if wanted == recorded:
+            raise NothingToResume(f"{out} holds a completed run of {recorded} epochs; nothing to resume (add "
+                                  f"trainer.max_epochs=N with N > {recorded} to train it further)")
+        if wanted < recorded:
+            raise BenchError(f"trainer.max_epochs={wanted} would shorten {out}'s completed {recorded}-epoch run; "
+                             f"resume only extends a run (trainer.max_epochs > {recorded}): start a new run for "
+                             "a shorter schedule")
+    if wanted < trained:
+        raise BenchError(f"{checkpoint} has trained {trained} epochs, more than trainer.max_epochs={wanted}; resume "
+                         f"with trainer.max_epochs >= {trained}, or start a new run for a shorter schedule")
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Every check of a composed config that needs no data: what a run refuses before it touches
+    its folder, and what a sweep checks for each of its jobs before starting any.
+
+    Raises:
+        ConfigError: the first bad setting, in one line.
+    """
     validate(cfg)
     check_monitor(cfg)
     check_mode(str(cfg.eval.get("ties", "expected")))
     _check_strategy(cfg)
-    out = Path(cfg.output_dir)
-    writer = getattr(rank_zero_only, "rank", 0) == 0  # DDP: ranks > 0 write nothing of their own
-    # one run per folder: a second one (or a completed run without force=true) is refused
-    lock = RunLock(out, force=bool(cfg.get("force", False)), resuming=resume_checkpoint is not None) if writer else None
-    try:
-        return _train_and_test(cfg, out, writer, overrides, extra_callbacks, resume_checkpoint)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _check_strategy(cfg: DictConfig) -> None:
@@ -203,7 +301,6 @@ def _check_strategy(cfg: DictConfig) -> None:
 
 def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequence[str],
                     extra_callbacks: Sequence[Callback], resume_checkpoint: str | Path | None) -> RunResult:
-    out.mkdir(parents=True, exist_ok=True)
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     record = RunResult.read_or_new(out) if resume_checkpoint else RunResult(run_dir=out)
     record.status, record.config = RUNNING, resolved
@@ -212,9 +309,12 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     record.resumed_from = str(resume_checkpoint) if resume_checkpoint else record.resumed_from
     record.versions = _versions()
     record.host = host_info()
+    record.sweep_id = os.environ.get(SWEEP_ID_ENV) or (record.sweep_id if resume_checkpoint else None)
     # a resumed run keeps the data hashes of its first part until the data read now is checked against them
     earlier = dict(record.provenance) if resume_checkpoint else {}
-    record.provenance = {**earlier, "code": code_version(), "hardware": hardware_info(_run_device(cfg))}
+    device = _run_device(cfg)
+    record.provenance = {**earlier, "code": code_version(), "hardware": hardware_info(device),
+                         "digits": digits_record(device)}
     if earlier.get("code") and earlier["code"] != record.provenance["code"]:
         record.provenance["code_at_start"] = earlier.get("code_at_start", earlier["code"])
     if writer:
@@ -229,6 +329,8 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
         datamodule = build_datamodule(cfg, seed)
     _check_same_data(earlier.get("data_files"), data_files, out)
     record.provenance["data_files"] = dict(sorted(data_files.items()))
+    _check_same_identity(earlier.get("data_identity"), datamodule.identity, out)
+    record.provenance["data_identity"] = datamodule.identity
     record.data = {**datamodule.summary(), "val_users": int(datamodule.val_evaluator.users.numel()),
                    "test_users": int(datamodule.test_evaluator.users.numel()),
                    "val_users_skipped": datamodule.val_evaluator.n_skipped,
@@ -240,13 +342,15 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
 
     model = instantiate(cfg.model, **datamodule.model_kwargs())
     module: RankingModule
+    divergence = cfg.train.get("divergence_factor")
     if isinstance(datamodule, LtrDataModule):
-        module = LtrModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed)
+        module = LtrModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed, divergence_factor=divergence)
     else:
         module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
                                negatives=str(cfg.train.get("negatives", "per_pair")),
                                shared_groups=int(cfg.train.get("shared_groups", 1)),
-                               distinct_negatives=bool(cfg.train.get("distinct_negatives", False)))
+                               distinct_negatives=bool(cfg.train.get("distinct_negatives", False)),
+                               divergence_factor=divergence)
 
     logger_cfg = cfg.get("logger")
     if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):
@@ -258,8 +362,7 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
         lg.log_hyperparams(resolved)
 
     # a checkpoint is data: unpickling may only rebuild tensors and plain containers, never run code
-    if resume_checkpoint:
-        load_checkpoint(resume_checkpoint)  # a one-line refusal of a crafted file, before Lightning reads it
+    # (check_resumable refused a crafted or damaged one before anything was written)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_checkpoint) if resume_checkpoint else None,
                 weights_only=True)
     best = trainer.checkpoint_callback

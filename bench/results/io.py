@@ -80,10 +80,18 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     from bench.errors import BenchError
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise BenchError(f"{path} is not a plain checkpoint (loading it would run code or build objects: "
                          f"{str(exc).splitlines()[0][:200]}); refusing it") from exc
+    except (EOFError, RuntimeError, ValueError, OSError, KeyError, IndexError) as exc:
+        # a file cut short (disk full, a copy interrupted) or overwritten with something else
+        why = (str(exc).splitlines() or [""])[0].split(". ")[0][:100] or type(exc).__name__
+        raise BenchError(f"{path} is truncated or corrupt ({why}); restore it from a copy, or start the run "
+                         "over in a new folder") from exc
+    if not isinstance(state, dict):
+        raise BenchError(f"{path} is not a Lightning checkpoint (it holds a {type(state).__name__}); refusing it")
+    return state
 
 
 def read_per_user(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -25,6 +25,17 @@ RUN_CONFIG_FILE = "run_config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 
 RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
+#: the training loss became non-finite or exploded (``train.divergence_factor``): the run ended
+#: without a test, and its numbers are not results
+DIVERGED = "diverged"
+#: what a run writes into its folder: a new run (or ``force=true``) clears these, and nothing else,
+#: before it writes, so no file of an earlier run (a ``last.ckpt`` a later resume would pick up) is
+#: mistaken for its own
+#: set by a sweep for its jobs (:class:`bench.report.summary.SeedSummaryCallback`): each run records
+#: it, so the sweep's summary tells its own runs from those an earlier sweep left in the folder
+SWEEP_ID_ENV = "BENCH_SWEEP_ID"
+RUN_ARTIFACTS = ("results.json", "per_user_test.npz", "run_config.yaml", "checkpoints", ".hydra", "bench.log", "csv",
+                 "lightning_logs", "wandb", "export", "threshold_study")
 
 # -- which overrides make a configuration ---------------------------------------------------
 #: overrides that name the table and row of a run (task, data, backbone, loss) or bring an
@@ -74,7 +85,7 @@ class RunResult:
     """Everything a run reports, as stored in ``results.json``.
 
     Attributes:
-        status: "running", "completed" or "failed".
+        status: "running", "completed", "failed" or "diverged".
         config: the resolved config.
         overrides: the command-line overrides that made the run.
         data: counts (users, items, interactions per split, evaluated and skipped users).
@@ -101,9 +112,13 @@ class RunResult:
         device, host, versions: where and with what it ran (versions: python and the libraries).
         provenance: what exactly ran, on what: ``code`` ``{"commit", "dirty"}`` of the bench
             checkout (both None, with ``note``, when it is not a git repository), ``data_files``
-            ``{name: sha256}`` of every data file read, ``hardware`` ``{"cpu", "cpu_count", "gpu",
-            "memory_gb"}``; empty in results written before it was recorded.
+            ``{name: sha256}`` of every data file read, ``data_identity`` (``sha256:<hex>`` of the
+            data set as loaded and of the test split the task ranks: :mod:`bench.datasets.identity`),
+            ``hardware`` ``{"cpu", "cpu_count", "gpu", "memory_gb"}``, ``digits`` (what the numbers'
+            last digits depend on: :func:`bench.determinism.digits_record`); each absent in results
+            written before it was recorded.
         started_at, finished_at: ISO times (UTC).
+        sweep_id: the sweep that started it (``$BENCH_SWEEP_ID``), None outside a sweep.
         error, traceback: why a failed run failed.
         extra: keys of the file this version does not know (kept when rewritten).
         run_dir: the directory it was read from (not stored).
@@ -129,6 +144,7 @@ class RunResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     started_at: str | None = None
     finished_at: str | None = None
+    sweep_id: str | None = None
     error: str | None = None
     traceback: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -176,7 +192,7 @@ class RunResult:
         """(users (U,), {metric: (U,) float64}) of the test set, or None when not saved."""
         if self.run_dir is None:
             return None
-        path = self.run_dir / (self.per_user_test or PER_USER_FILE)
+        path = self.run_dir / Path(self.per_user_test or PER_USER_FILE).name  # never a file outside the folder
         return read_per_user(path) if path.is_file() else None
 
     def live_status(self) -> str:
@@ -229,11 +245,21 @@ class RunResult:
 
     @property
     def best_checkpoint(self) -> Path | None:
-        """The best checkpoint's path (stored relative to the run folder, so the folder can move)."""
+        """The best checkpoint's path (stored relative to the run folder, so the folder can move).
+
+        Raises:
+            BenchError: the record points outside its folder (a run's files are its own).
+        """
         path = self.best.get("checkpoint")
         if not path:
             return None
-        return Path(path) if Path(path).is_absolute() or self.run_dir is None else self.run_dir / path
+        if self.run_dir is None:
+            return Path(path)
+        full = Path(path) if Path(path).is_absolute() else self.run_dir / path
+        if not full.resolve().is_relative_to(self.run_dir.resolve()):
+            raise BenchError(f"{self.run_dir / RESULTS_FILE} names the best checkpoint {path}, outside its folder; "
+                             "a run's files are its own: pass --checkpoint with a path you trust")
+        return full
 
     @property
     def data_files(self) -> dict[str, str] | None:
@@ -241,6 +267,20 @@ class RunResult:
         when its results predate provenance."""
         files = self.provenance.get("data_files")
         return dict(files) if isinstance(files, dict) else None
+
+    @property
+    def data_identity(self) -> str | None:
+        """``sha256:<hex>`` of the exact data the run used (:mod:`bench.datasets.identity`), or None
+        when its results predate it."""
+        value = self.provenance.get("data_identity")
+        return str(value) if value else None
+
+    @property
+    def digits(self) -> dict[str, Any]:
+        """What the run's last digits depend on (:func:`bench.determinism.digits_record`; {} before it
+        was recorded)."""
+        value = self.provenance.get("digits")
+        return dict(value) if isinstance(value, dict) else {}
 
     @property
     def job_overrides(self) -> list[str]:

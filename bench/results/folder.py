@@ -1,0 +1,116 @@
+"""The run folder as the running process keeps it: nothing written through a link, no file of an
+earlier run left to be mistaken for this one's, the command's record (``.hydra/``) and the log
+(``bench.log``) written only once the folder is this run's (after :class:`~bench.results.lock.RunLock`).
+
+Hydra would write ``.hydra/`` and open ``bench.log`` before any of the run's code decides whether
+the folder is free; ``conf/config.yaml`` turns both off (``hydra.output_subdir: null``, the
+console-only ``hydra/job_logging: bench``), and :class:`RunLog` and :func:`write_command_record`
+do them here instead, so a run refused for a taken folder changes no byte of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from bench.errors import BenchError
+from bench.results.io import atomic_write_bytes
+from bench.results.schema import RUN_ARTIFACTS
+
+log = logging.getLogger(__name__)
+
+LOG_FILE = "bench.log"
+COMMAND_DIR = ".hydra"
+#: Hydra's default job-log line
+LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+
+
+def check_no_links(folder: Path) -> None:
+    """Refuse a run folder holding a symbolic link anywhere inside it: the run would write (a
+    checkpoint, a log line) wherever the link points, outside its own folder.
+
+    Raises:
+        BenchError: naming the first link and its target.
+    """
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(root) / name
+            if path.is_symlink():
+                raise BenchError(f"{path} is a symbolic link (to {os.readlink(path)}); a run writes only inside its "
+                                 "own folder: replace the link with a plain file or folder, or choose another "
+                                 "output folder")
+
+
+def clear_previous_run(folder: Path) -> list[str]:
+    """Remove what an earlier run wrote into ``folder`` (:data:`~bench.results.schema.RUN_ARTIFACTS`;
+    a folder that is no run folder keeps everything else). Call holding the folder's lock.
+
+    Returns:
+        the names removed.
+    """
+    removed = []
+    for name in RUN_ARTIFACTS:
+        path = folder / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+        else:
+            continue
+        removed.append(name)
+    if removed:
+        log.info("cleared the earlier run's %s from %s", ", ".join(removed), folder)
+    return removed
+
+
+def write_command_record(folder: Path, task_cfg: DictConfig, hydra_cfg: Any, overrides: list[str]) -> None:
+    """``.hydra/{config,hydra,overrides}.yaml`` as Hydra writes them: the composed config before
+    interpolation, Hydra's own settings and the command-line overrides."""
+    target = folder / COMMAND_DIR
+    atomic_write_bytes(target / "config.yaml", OmegaConf.to_yaml(task_cfg).encode())
+    if hydra_cfg is not None:
+        atomic_write_bytes(target / "hydra.yaml", OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra_cfg})).encode())
+    atomic_write_bytes(target / "overrides.yaml", OmegaConf.to_yaml(OmegaConf.create(list(overrides))).encode())
+
+
+class RunLog:
+    """The job's log lines: kept in memory until the run owns its folder, then written to
+    ``<folder>/bench.log`` (appended to, so a resumed run's log continues its first part's).
+
+    A run refused before that (a taken folder, a bad setting) shows its lines on the console only.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = logging.handlers.MemoryHandler(capacity=1 << 20, flushLevel=logging.CRITICAL + 1)
+        self._file: logging.FileHandler | None = None
+        logging.getLogger().addHandler(self._buffer)
+
+    def open(self, folder: Path) -> None:
+        """Start writing to ``folder/bench.log`` with the lines so far."""
+        path = folder / LOG_FILE
+        if path.is_symlink():
+            raise BenchError(f"{path} is a symbolic link; a run writes only inside its own folder: remove the link")
+        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        self._buffer.setTarget(handler)
+        self._buffer.flush()
+        root = logging.getLogger()
+        root.removeHandler(self._buffer)
+        root.addHandler(handler)
+        self._file = handler
+
+    def close(self) -> None:
+        root = logging.getLogger()
+        root.removeHandler(self._buffer)
+        self._buffer.setTarget(None)
+        self._buffer.close()
+        if self._file is not None:
+            root.removeHandler(self._file)
+            self._file.close()
+            self._file = None

@@ -1,0 +1,170 @@
+"""One run never damages another's record (issue 42, classes 2 and 4): a refused run changes no
+byte of the folder it was refused (a bad setting, a completed or live folder, a resume that cannot
+continue), ``force=true`` leaves no file of the run it replaces for a later resume to pick up, and a
+run writes only inside its own folder, never through a link placed in it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from bench.results import RunResult
+from bench.run import train_and_test
+
+pytestmark = pytest.mark.slow
+
+
+def snapshot(root):
+    """Every file and link under ``root`` (hidden ones too): {path: bytes or link target}."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            out[path.relative_to(root)] = ("link", os.readlink(path))
+        elif path.is_file():
+            out[path.relative_to(root)] = path.read_bytes()
+    return out
+
+
+def one_line_error(proc, text):
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and text in errors[0], proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def completed(tiny, tmp_path_factory):
+    """A completed 3-epoch run written by the command line (with its .hydra/ and bench.log)."""
+    where = tmp_path_factory.mktemp("completed") / "run"
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    done = subprocess.run([sys.executable, "-m", "bench", *tiny, "logger=csv", f"hydra.run.dir={where}"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=where.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return where
+
+
+@pytest.fixture
+def run_dir(completed, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(completed, copy)
+    return copy
+
+
+def test_refused_runs_change_no_byte_of_a_completed_folder(run_dir, tiny, run_cli, tmp_path):
+    before = snapshot(run_dir)
+    assert {".hydra/overrides.yaml", "bench.log", "results.json", "checkpoints/last.ckpt"} <= {
+        str(p) for p in before}
+    # a bad setting: refused before the folder is looked at
+    one_line_error(run_cli([*tiny, "optimizer.lr=-1", f"hydra.run.dir={run_dir}"], tmp_path),
+                   "optimizer.lr=-1 is out of range")
+    # a good one without force: the folder is another run's; Hydra's .hydra/ and log are not written either
+    one_line_error(run_cli([*tiny, "loss=bpr", f"hydra.run.dir={run_dir}"], tmp_path),
+                   f"{run_dir} already holds a completed run")
+    # a resume that would shorten it, or of a damaged checkpoint
+    one_line_error(run_cli([f"resume={run_dir}", "trainer.max_epochs=2"], tmp_path),
+                   "trainer.max_epochs=2 would shorten")
+    assert snapshot(run_dir) == before and RunResult.read(run_dir).status == "completed"
+    # a resume with nothing to do says so and leaves it as it is
+    proc = run_cli([f"resume={run_dir}"], tmp_path)
+    assert proc.returncode == 0 and "holds a completed run of 3 epochs; nothing to resume" in proc.stdout
+    last = run_dir / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:4000])  # cut short, as by a full disk
+    before = snapshot(run_dir)
+    one_line_error(run_cli([f"resume={run_dir}", "trainer.max_epochs=5"], tmp_path),
+                   "last.ckpt is truncated or corrupt")
+    assert snapshot(run_dir) == before and RunResult.read(run_dir).status == "completed"
+
+
+def test_a_refused_run_leaves_a_live_run_alone(run_dir, tiny, run_cli, tmp_path):
+    record = RunResult.read(run_dir)
+    record.status = "running"
+    record.write()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time\nfrom bench.results.lock import RunLock\n"
+        f"lock = RunLock({str(run_dir)!r}, resuming=True)\nprint('held', flush=True)\ntime.sleep(120)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = snapshot(run_dir)
+        for args, text in (([*tiny, "optimizer.lr=-1"], "optimizer.lr=-1 is out of range"),
+                           ([*tiny, "force=true"], f"is in use by process {holder.pid}"),
+                           ([*tiny], f"is in use by process {holder.pid}")):
+            one_line_error(run_cli([*args, f"hydra.run.dir={run_dir}"], tmp_path), text)
+        assert snapshot(run_dir) == before and RunResult.read(run_dir).live_status() == "running"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert RunResult.read(run_dir).live_status() == "interrupted"
+
+
+def test_force_clears_the_old_run_so_a_resume_never_reports_its_model(run_dir, tiny, make_cfg, crash_at):
+    old_best = (run_dir / "checkpoints" / "best.ckpt").read_bytes()
+    (run_dir / "notes.txt").write_text("mine")  # not a run's file: kept
+    overrides = [*tiny, "loss=bpr", "force=true", "logger=none"]
+    with pytest.raises((KeyboardInterrupt, SystemExit)):  # killed before its first epoch ends
+        train_and_test(make_cfg(overrides, run_dir), overrides=overrides, extra_callbacks=[crash_at(0)])
+    assert not (run_dir / "checkpoints" / "last.ckpt").exists()  # the old run's is gone with it
+    assert not (run_dir / "per_user_test.npz").exists() and not (run_dir / ".hydra").exists()
+    assert (run_dir / "notes.txt").read_text() == "mine"
+    res = RunResult.read(run_dir)
+    assert res.status == "running" and res.loss == "bpr" and res.live_status() == "interrupted"
+    # a later run completes with its own checkpoints, never the replaced run's
+    train_and_test(make_cfg(overrides, run_dir), overrides=overrides)
+    assert RunResult.read(run_dir).loss == "bpr"
+    assert (run_dir / "checkpoints" / "best.ckpt").read_bytes() != old_best
+
+
+def test_an_interrupted_run_is_kept_unless_resumed_or_forced(run_dir, tiny, run_cli, tmp_path):
+    record = RunResult.read(run_dir)
+    record.status = "running"  # killed: no process holds the folder
+    record.write()
+    before = snapshot(run_dir)
+    one_line_error(run_cli([*tiny, f"hydra.run.dir={run_dir}"], tmp_path),
+                   f"{run_dir} holds an interrupted run; continue it with resume={run_dir}")
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("link", ["checkpoints", "bench.log", "results.json", ".lock", "csv"])
+def test_a_link_in_the_folder_is_refused_and_nothing_is_written_through_it(link, tiny, run_cli, tmp_path):
+    folder, outside = tmp_path / "run", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    target = outside / "target"
+    if link in ("checkpoints", "csv"):
+        target.mkdir()
+    else:
+        target.write_text("precious\n")
+    (folder / link).symlink_to(target)
+    before = snapshot(outside)
+    proc = run_cli([*tiny, "logger=csv", f"hydra.run.dir={folder}"], tmp_path)
+    one_line_error(proc, "is a symbolic link")
+    assert snapshot(outside) == before
+
+
+def test_a_run_its_resume_export_and_study_write_only_inside_its_folder(tiny, run_cli, tmp_path):
+    """Everything but the run folder (and the data cache) is byte for byte as before."""
+    work = tmp_path / "work"
+    work.mkdir()
+    folder = work / "runs" / "one"
+    (work / "elsewhere.txt").write_text("x")
+    proc = run_cli([*tiny, "logger=csv", "trainer.max_epochs=2", f"hydra.run.dir={folder}"], work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    def outside():
+        return {p: b for p, b in snapshot(work).items() if not str(p).startswith("runs/one")}
+
+    before = outside()
+    steps = [(["bench", f"resume={folder}", "trainer.max_epochs=3"], "bench"),
+             ([str(folder), "--k", "5"], "bench.export"),
+             ([str(folder), "--ks", "5", "--estimators", "sampled"], "bench.thresholds"),
+             ([str(folder), "--no-plots"], "bench.report")]
+    for args, module in steps:
+        proc = run_cli(args[1:] if module == "bench" else args, work, module=module)
+        assert proc.returncode == 0, (module, proc.stderr[-2000:])
+    assert outside() == before
+    assert json.loads((folder / "results.json").read_text())["epochs_trained"] == 3
