@@ -34,7 +34,8 @@ try:
     message = "loaded (no error)"
 except BenchError as exc:
     message = str(exc)
-print(f"{time.perf_counter() - start:.2f}\\t{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}\\t{message[:110]}")
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(f"{time.perf_counter() - start:.2f}\\t{peak:.0f}\\t{message[:110]}")
 """
 
 

@@ -11,6 +11,7 @@
 - ``crash_at``: a callback that kills a run at an epoch (SIGINT handling restored after).
 - ``sequences_file``: a small timestamped interaction file for sequential tests.
 - ``benchmark_script``: a script of ``benchmarks/`` loaded as a module (to test its functions).
+- ``folder_holder``: another live process holding a run folder's lock (killed with -9 after).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -243,3 +245,24 @@ def benchmark_script() -> Callable[[str], object]:
         return module
 
     return load
+
+
+@pytest.fixture
+def folder_holder() -> Callable[..., contextmanager]:
+    """``with folder_holder(folder, resuming=False) as proc:``: a separate process holds the folder's
+    lock (:class:`bench.results.lock.RunLock`) for the block, then is killed with -9, as a run would be."""
+
+    @contextmanager
+    def hold(folder: Path, resuming: bool = False) -> Iterator[subprocess.Popen]:
+        code = ("import time\nfrom bench.results.lock import RunLock\n"
+                f"lock = RunLock({str(folder)!r}, resuming={resuming})\nprint('held', flush=True)\ntime.sleep(300)")
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+            yield proc
+        finally:
+            proc.kill()
+            proc.wait()
+
+    return hold

@@ -80,25 +80,17 @@ def test_refused_runs_change_no_byte_of_a_completed_folder(run_dir, tiny, run_cl
     assert snapshot(run_dir) == before and RunResult.read(run_dir).status == "completed"
 
 
-def test_a_refused_run_leaves_a_live_run_alone(run_dir, tiny, run_cli, tmp_path):
+def test_a_refused_run_leaves_a_live_run_alone(run_dir, tiny, run_cli, tmp_path, folder_holder):
     record = RunResult.read(run_dir)
     record.status = "running"
     record.write()
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time\nfrom bench.results.lock import RunLock\n"
-        f"lock = RunLock({str(run_dir)!r}, resuming=True)\nprint('held', flush=True)\ntime.sleep(120)")],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with folder_holder(run_dir, resuming=True) as holder:
         before = snapshot(run_dir)
         for args, text in (([*tiny, "optimizer.lr=-1"], "optimizer.lr=-1 is out of range"),
                            ([*tiny, "force=true"], f"is in use by process {holder.pid}"),
                            ([*tiny], f"is in use by process {holder.pid}")):
             one_line_error(run_cli([*args, f"hydra.run.dir={run_dir}"], tmp_path), text)
         assert snapshot(run_dir) == before and RunResult.read(run_dir).live_status() == "running"
-    finally:
-        holder.kill()
-        holder.wait()
     assert RunResult.read(run_dir).live_status() == "interrupted"
 
 

@@ -40,19 +40,12 @@ def test_a_lock_file_nobody_holds_is_taken_whatever_it_says(tmp_path):
             assert lock.held and json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
 
 
-def test_a_live_holder_in_another_process_is_named_and_its_death_frees_the_folder(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom bench.results.lock import RunLock\n"
-        f"lock = RunLock({str(tmp_path)!r})\nprint('held', flush=True)\ntime.sleep(60)")],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+def test_a_live_holder_in_another_process_is_named_and_its_death_frees_the_folder(tmp_path, folder_holder):
+    with folder_holder(tmp_path) as holder:
         assert holder_alive(tmp_path)
         with pytest.raises(FolderTaken, match=rf"is in use by process {holder.pid} on "):
             RunLock(tmp_path)
-    finally:
-        holder.kill()  # kill -9: no clean-up runs, the kernel drops its lock
-        holder.wait()
+    # killed with -9: no clean-up ran, the kernel dropped its lock
     assert not holder_alive(tmp_path)
     RunLock(tmp_path).release()
 
