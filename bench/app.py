@@ -18,7 +18,7 @@ from bench.evaluation.per_edge import format_per_edge
 from bench.evaluation.sampled import format_sampled
 from bench.experiments import apply_per_loss
 from bench.results import CHECKPOINT_DIR, RESULTS_FILE, RunResult, override_key
-from bench.results.folder import RunLog, write_command_record
+from bench.results.folder import RunLog, log_other_rank, write_command_record
 from bench.run import NothingToResume, format_metrics_table, train_and_test
 
 log = logging.getLogger("bench")
@@ -53,7 +53,10 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     hydra_on = HydraConfig.initialized()
     multirun = hydra_on and HydraConfig.get().mode == RunMode.MULTIRUN
     overrides = list(HydraConfig.get().overrides.task) if hydra_on else []
-    run_log = RunLog() if hydra_on else None
+    rank_zero = getattr(rank_zero_only, "rank", 0) == 0
+    run_log = RunLog() if hydra_on and rank_zero else None
+    if hydra_on and not rank_zero:  # DDP: a rank > 0 logs beside rank 0's bench.log, as Lightning names it
+        log_other_rank(Path(cfg.output_dir), HydraConfig.get().job.name)
     resuming = bool(cfg.get("resume"))
     task_cfg = cfg
 

@@ -13,6 +13,7 @@ config group that ``conf/`` does not define.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
@@ -61,6 +62,8 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
 
 #: config keys that make Hydra build or call something: a record may never set them
 CODE_KEY = re.compile(r"^_[A-Za-z]+_$")
+#: config keys naming where something writes: a run's own folder (``output_dir``) and nowhere else
+WRITE_KEYS = frozenset({"dirpath", "save_dir", "default_root_dir", "log_dir", "dir"})
 
 
 @cache
@@ -118,6 +121,8 @@ def replay_refusal(override: str) -> str | None:
     parts = re.split(r"[./]", key)
     if any(CODE_KEY.match(p) for p in parts):
         return f"builds code ({next(p for p in parts if CODE_KEY.match(p))})"
+    if parts[-1] in WRITE_KEYS or parts[-1] == "output_dir":
+        return "says where files are written, which only the folder a run is in decides"
     value = parsed.value()
     groups = config_groups()
     if key in groups:
@@ -188,7 +193,35 @@ RECORDED_WINS: dict[str, tuple[Any, ...]] = {
 #: one continues with the earlier behaviour (the value here), not the new default
 EARLIER_BEHAVIOUR: dict[str, Any] = {
     "eval.ties": "lowest_id",  # tied items were ordered by id until eval.ties existed
+    "train.divergence_factor": None,  # no run stopped for an exploding loss before the check existed
 }
+
+
+def check_writes_inside(cfg: DictConfig, source: object = "the config") -> None:
+    """Refuse a config whose callbacks, loggers or trainer would write outside ``output_dir``
+    (a ``dirpath``/``save_dir``/... elsewhere): a run writes only inside its own folder.
+
+    Raises:
+        BenchError: naming the key, the place and the folder.
+    """
+    plain = cast(dict, OmegaConf.to_container(cfg, resolve=True))
+    # by the names, not through links: a link inside the folder is check_no_links's to refuse
+    root = Path(os.path.abspath(Path(str(plain.get("output_dir"))).expanduser()))
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                key = f"{path}.{k}" if path else str(k)
+                if str(k) in WRITE_KEYS and isinstance(v, str):
+                    where = Path(os.path.abspath(Path(v).expanduser()))
+                    if not where.is_relative_to(root):
+                        raise BenchError(f"{source}: {key}={v} would write outside the run's folder {root}; a run "
+                                         "writes only inside its own folder: drop that setting, or choose the "
+                                         "folder with hydra.run.dir")
+                walk(v, key)
+
+    for part in ("callbacks", "logger", "trainer"):
+        walk(plain.get(part), part)
 
 #: overrides that re-evaluate a finished run without changing its training (``retest``)
 EVALUATION_PREFIX = "eval."
@@ -224,6 +257,7 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
     except Exception as exc:
         raise BenchError(f"{res.run_dir}: its overrides ({' '.join(kept) or 'none'}) no longer compose with this "
                          f"code's conf/ ({type(exc).__name__}: {exc}); start a new run") from exc
+    check_writes_inside(cfg, res.run_dir / RESULTS_FILE if res.run_dir else "a record")
     rebuilt = _plain(cast(dict, OmegaConf.to_container(cfg, resolve=True)))
     saved = _plain(res.config)
     # values that a resume may change, or that depend on the machine rather than the experiment

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import platform
+import warnings
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -51,13 +52,20 @@ def portable_possible() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= _cpu_flags()
 
 
+def requested_mode(environ: MutableMapping[str, str] = os.environ) -> str:
+    """The mode ``$BENCH_CPU_DIGITS`` asks for; an unknown value warns once and counts as portable."""
+    mode = environ.get(MODE_ENV, "portable").strip().lower() or "portable"
+    if mode not in MODES:
+        warnings.warn(f"{MODE_ENV}={environ[MODE_ENV]!r} is not a mode; using portable (the same digits on every "
+                      "x86-64 CPU with AVX2); set it to portable or native", stacklevel=2)
+        environ[MODE_ENV] = mode = "portable"
+    return mode
+
+
 def pin_cpu_digits(environ: MutableMapping[str, str] = os.environ) -> str:
     """Set the kernel pins of the mode ``$BENCH_CPU_DIGITS`` asks for (a user's own setting of a
     pinned variable wins). Returns the mode applied: ``portable`` or ``native``."""
-    mode = environ.get(MODE_ENV, "portable").strip().lower() or "portable"
-    if mode not in MODES:
-        raise SystemExit(f"error: {MODE_ENV}={environ[MODE_ENV]!r}; use portable (the same digits on every "
-                         "x86-64 CPU with AVX2) or native (each CPU's fastest kernels)")
+    mode = requested_mode(environ)
     if mode == "portable" and not portable_possible():
         mode = "native"
     for key, value in (PORTABLE if mode == "portable" else NATIVE).items():
@@ -78,7 +86,7 @@ def digits_record(device: str | None = None) -> dict[str, Any]:
         "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
         "threads": torch.get_num_threads(),
         "deterministic": torch.are_deterministic_algorithms_enabled(),
-        "mode": os.environ.get(MODE_ENV, "portable") if portable_possible() else "native",
+        "mode": requested_mode() if portable_possible() else "native",
     }
 
 

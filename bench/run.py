@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
 from bench.allocator import retain_freed_memory
+from bench.composition import check_writes_inside
 from bench.datasets.identity import data_identity, short
 from bench.datasets.noise import check_noise, load_dataset
 from bench.datasets.provenance import recording as recording_data_files
@@ -38,7 +39,7 @@ from bench.models import MODELS
 from bench.parallel import place_current_job
 from bench.results import COMPLETED, FAILED, RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
 from bench.results.callbacks import code_version, hardware_info, host_info, now_iso
-from bench.results.folder import check_no_links, clear_previous_run
+from bench.results.folder import check_no_links, clear_previous_run, remove_stale_temporaries
 from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
 from bench.results.schema import DIVERGED, SWEEP_ID_ENV
@@ -217,16 +218,21 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     # one run per folder: a second one (or a completed run without force=true) is refused
     with RunLock(out, force=bool(cfg.get("force", False)), resuming=resume_checkpoint is not None):
         check_no_links(out)
+        remove_stale_temporaries(out)
         if resume_checkpoint is not None:
             check_resumable(out, cfg, resume_checkpoint)
         else:
             clear_previous_run(out)
         if on_owned is not None:
             on_owned(out)
+        # a new run's folder is its own from here; a resumed one's record only once it is rewritten
+        # (a resume refused on its data leaves the run it would have continued as it was)
+        written: list[bool] = [resume_checkpoint is None]
         try:
-            return _train_and_test(cfg, out, True, overrides, extra_callbacks, resume_checkpoint)
+            return _train_and_test(cfg, out, True, overrides, extra_callbacks, resume_checkpoint, written)
         except Exception as exc:
-            record_failure(out, overrides, exc)
+            if written[0]:
+                record_failure(out, overrides, exc)
             raise
 
 
@@ -237,6 +243,7 @@ def record_failure(out: Path, overrides: Sequence[str], exc: BaseException) -> N
         record = RunResult.read_or_new(out)
         user_error = find_user_error(exc)
         record.status = DIVERGED if isinstance(user_error, TrainingDiverged) else FAILED
+        record.sweep_id = record.sweep_id or os.environ.get(SWEEP_ID_ENV) or None
         record.overrides = record.overrides or list(overrides)  # the run's own, when it recorded them
         record.error = str(user_error) if user_error else f"{type(exc).__name__}: {exc}"
         record.traceback = "".join(traceback.format_exception(exc))
@@ -288,6 +295,7 @@ def check_settings(cfg: DictConfig) -> None:
     check_monitor(cfg)
     check_mode(str(cfg.eval.get("ties", "expected")))
     _check_strategy(cfg)
+    check_writes_inside(cfg)
 
 
 def _check_strategy(cfg: DictConfig) -> None:
@@ -300,7 +308,8 @@ def _check_strategy(cfg: DictConfig) -> None:
 
 
 def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequence[str],
-                    extra_callbacks: Sequence[Callback], resume_checkpoint: str | Path | None) -> RunResult:
+                    extra_callbacks: Sequence[Callback], resume_checkpoint: str | Path | None,
+                    written: list[bool] | None = None) -> RunResult:
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     record = RunResult.read_or_new(out) if resume_checkpoint else RunResult(run_dir=out)
     record.status, record.config = RUNNING, resolved
@@ -317,9 +326,10 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
                          "digits": digits_record(device)}
     if earlier.get("code") and earlier["code"] != record.provenance["code"]:
         record.provenance["code_at_start"] = earlier.get("code_at_start", earlier["code"])
-    if writer:
-        if resume_checkpoint is None:
-            atomic_write_bytes(out / RUN_CONFIG_FILE, OmegaConf.to_yaml(resolved).encode())
+    # a resumed run's record is rewritten only once its data has been checked against its first
+    # part's: a refused resume leaves a completed run completed
+    if writer and resume_checkpoint is None:
+        atomic_write_bytes(out / RUN_CONFIG_FILE, OmegaConf.to_yaml(resolved).encode())
         record.write(out)
     seed = int(cfg.seed)
     L.seed_everything(seed, workers=True, verbose=False)
@@ -339,6 +349,8 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     record.timing_s = {**record.timing_s, "data": record.timing_s.get("data", 0.0) + time.perf_counter() - t0}
     if writer:
         record.write(out)
+        if written is not None:
+            written[0] = True
 
     model = instantiate(cfg.model, **datamodule.model_kwargs())
     module: RankingModule

@@ -30,7 +30,9 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
 
     if str(config.hydra.sweeper.get("_target_")) != BASIC_SWEEPER:
         return None
-    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    # the sweeper's own params (a sweeper config's grid) come first, as the basic sweeper puts them
+    params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
@@ -88,10 +90,17 @@ def check_jobs(jobs: list[list[str]]) -> list[str]:
     return problems
 
 
+#: set once the command line has checked the sweep's jobs, so the sweep's callback does not again
+CHECKED_ENV = "BENCH_SWEEP_CHECKED"
+
+
 def refuse_bad_jobs(jobs: list[list[str]] | None) -> None:
     """Exit with status 2, naming each bad job, when any job of the sweep would fail before training."""
+    import os
     import sys
 
+    if jobs and os.environ.get(CHECKED_ENV) == str(len(jobs)):
+        return  # the same jobs, checked by `python -m bench` before Hydra started
     problems = check_jobs(jobs) if jobs else []
     if problems:
         print(f"error: {len(problems)} of {len(jobs or [])} jobs would fail before training; no job was started:",

@@ -169,10 +169,10 @@ class CustomFile:
                 raise DataError(f"{self.path}:1: the first line is over {HEAD_BYTES >> 20} MB long; this is no "
                                 "interaction file (one user, item[, ...] row per line): check dataset.path")
             prefix = prefix[:prefix.rindex(b"\n") + 1]
-        self._parse(self._decode(prefix), fmt)
+        head = self._parse(self._decode(prefix), fmt)
         if whole:
             record_data_file(self.path, self.data_name)
-            return self._parse(self._decode(prefix), fmt)
+            return head
         text = self._decode(self.path.read_bytes())
         record_data_file(self.path, self.data_name)
         return self._parse(text, fmt)

@@ -32,19 +32,35 @@ LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 
 
 def check_no_links(folder: Path) -> None:
-    """Refuse a run folder holding a symbolic link anywhere inside it: the run would write (a
-    checkpoint, a log line) wherever the link points, outside its own folder.
+    """Refuse a run folder holding a symbolic link anywhere inside it that leads out of it: the run
+    would write (a checkpoint, a log line) wherever the link points. Links that stay inside (W&B's
+    ``wandb/latest-run``) are kept.
 
     Raises:
-        BenchError: naming the first link and its target.
+        BenchError: naming the first such link and its target.
     """
+    root_dir = folder.resolve()
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in sorted(dirs + files):
             path = Path(root) / name
-            if path.is_symlink():
-                raise BenchError(f"{path} is a symbolic link (to {os.readlink(path)}); a run writes only inside its "
-                                 "own folder: replace the link with a plain file or folder, or choose another "
-                                 "output folder")
+            if path.is_symlink() and not path.resolve().is_relative_to(root_dir):
+                raise BenchError(f"{path} is a symbolic link out of the run's folder (to {os.readlink(path)}); a run "
+                                 "writes only inside its own folder: replace the link with a plain file or folder, "
+                                 "or choose another output folder")
+
+
+#: the temporary files bench's atomic writes leave when killed mid-write (kill -9 runs no clean-up)
+TEMPORARIES = ("results.json.*.tmp", "per_user_test.npz.*.tmp", "run_config.yaml.*.tmp", ".hydra/*.yaml.*.tmp",
+               "checkpoints/last.ckpt.tmp")
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove the temporary copies a run killed while writing left (:data:`TEMPORARIES`; no other
+    file). Call holding the folder's lock, once it is this run's: nothing else can be writing one."""
+    for pattern in TEMPORARIES:
+        for tmp in folder.glob(pattern):
+            log.info("removing %s, left by a run killed while writing it", tmp.relative_to(folder))
+            tmp.unlink(missing_ok=True)
 
 
 def clear_previous_run(folder: Path) -> list[str]:
@@ -79,6 +95,20 @@ def write_command_record(folder: Path, task_cfg: DictConfig, hydra_cfg: Any, ove
     atomic_write_bytes(target / "overrides.yaml", OmegaConf.to_yaml(OmegaConf.create(list(overrides))).encode())
 
 
+#: log lines held before the folder is the run's (a few dozen in practice); beyond, the oldest go
+HELD_LINES = 10_000
+
+
+class _Held(logging.handlers.MemoryHandler):
+    """A memory handler that, while it has nowhere to write, keeps only its last ``capacity`` lines."""
+
+    def flush(self) -> None:
+        if self.target is None:
+            del self.buffer[:-self.capacity or None]  # under the handler's lock: emit() holds it
+            return
+        super().flush()
+
+
 class RunLog:
     """The job's log lines: kept in memory until the run owns its folder, then written to
     ``<folder>/bench.log`` (appended to, so a resumed run's log continues its first part's).
@@ -87,7 +117,7 @@ class RunLog:
     """
 
     def __init__(self) -> None:
-        self._buffer = logging.handlers.MemoryHandler(capacity=1 << 20, flushLevel=logging.CRITICAL + 1)
+        self._buffer = _Held(capacity=HELD_LINES, flushLevel=logging.CRITICAL + 1)
         self._file: logging.FileHandler | None = None
         logging.getLogger().addHandler(self._buffer)
 
@@ -114,3 +144,12 @@ class RunLog:
             root.removeHandler(self._file)
             self._file.close()
             self._file = None
+
+
+def log_other_rank(folder: Path, job_name: str) -> None:
+    """Under DDP, a rank > 0 writes its log lines to ``<folder>/<job name>.log`` (Lightning names
+    those jobs ``train_ddp_process_<rank>``); rank 0 owns the folder and its ``bench.log``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(folder / f"{job_name}.log", mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.getLogger().addHandler(handler)

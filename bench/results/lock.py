@@ -3,8 +3,9 @@
 Two runs writing one folder would mix their checkpoints and results (a run could be tested on
 another's ``best.ckpt``), so a run locks its folder before writing anything and frees it when it
 ends. The lock is ``flock(2)`` on the file: the kernel frees it when its holder dies, however it
-dies, so there is no stale lock to take over and no window in which two processes both decide
-that a dead holder's lock is theirs. The file also names its holder (pid, host), for messages.
+dies (once any process it forked with the file open has exited too), so there is no stale lock to
+take over and no window in which two processes both decide that a dead holder's lock is theirs.
+The file also names its holder (pid, host), for messages.
 A folder that already holds a completed run, or an interrupted one with a checkpoint to resume
 from, is refused unless the run is a resume or ``force=true``.
 """
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 from bench.errors import BenchError, FolderTaken
-from bench.results.schema import CHECKPOINT_DIR, COMPLETED, RESULTS_FILE, RUNNING, RunResult
+from bench.results.schema import CHECKPOINT_DIR, COMPLETED, FAILED, RESULTS_FILE, RUNNING, RunResult
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +30,6 @@ LOCK_FILE = ".lock"
 #: tries of a lock found held, ``RETRY_S`` apart, before the folder counts as in use: a reader
 #: that probes the lock (:func:`holder_alive`) holds it for microseconds
 TRIES, RETRY_S = 3, 0.05
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
 
 
 def _owner(path: Path) -> dict | None:
@@ -114,10 +104,12 @@ class RunLock:
         if status == COMPLETED:
             raise FolderTaken(f"{self.folder} already holds a completed run; choose another output folder or pass "
                               "force=true to overwrite it")
-        # we hold the lock, so a "running" record is a killed run's: its last checkpoint is work to keep
-        if status == RUNNING and (self.folder / CHECKPOINT_DIR / "last.ckpt").is_file():
-            raise FolderTaken(f"{self.folder} holds an interrupted run; continue it with resume={self.folder}, or pass "
-                              "force=true to start over there")
+        # we hold the lock, so a "running" record is a killed run's; it, or one that failed (a full disk,
+        # a time limit), can continue from its last checkpoint: work to keep
+        if status in (RUNNING, FAILED) and (self.folder / CHECKPOINT_DIR / "last.ckpt").is_file():
+            what = "an interrupted" if status == RUNNING else "a failed"
+            raise FolderTaken(f"{self.folder} holds {what} run that can continue from its last checkpoint; continue "
+                              f"it with resume={self.folder}, or pass force=true to start over there")
 
     def _acquire(self) -> None:
         for attempt in range(TRIES):
@@ -155,16 +147,8 @@ class RunLock:
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
             self._fd, self.held = fd, True
-            self._remove_stale_temporaries()
             return
         raise FolderTaken(f"{self.folder} is being locked and unlocked by other processes; retry")
-
-    def _remove_stale_temporaries(self) -> None:
-        # a run killed while writing a file atomically leaves its temporary copy (kill -9 runs no
-        # cleanup); holding the lock, nothing else can be writing one
-        for tmp in self.folder.glob("*.tmp"):
-            log.info("removing %s, left by a run killed while writing it", tmp.name)
-            tmp.unlink(missing_ok=True)
 
     def release(self) -> None:
         if self.held and self._fd is not None:

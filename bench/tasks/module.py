@@ -175,7 +175,11 @@ class RankingModule(L.LightningModule):
         if self.divergence_factor is None or self.initial_loss is None:
             return
         limit = self.divergence_factor * max(abs(self.initial_loss), 1.0)
-        if abs(mean) > limit or mean != mean:
+        diverged = bool(abs(mean) > limit or mean != mean)
+        trainer = getattr(self, "_trainer", None)
+        if trainer is not None and trainer.world_size > 1:  # DDP: every rank stops, or none
+            diverged = bool(trainer.strategy.reduce_boolean_decision(diverged, all=False))
+        if diverged:
             raise TrainingDiverged(
                 f"training diverged: epoch {epoch}'s mean training loss is {mean:.3g}, over "
                 f"{self.divergence_factor:g} times the first batch's {self.initial_loss:.3g}; lower optimizer.lr or "

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -111,14 +112,19 @@ def test_force_clears_the_old_run_so_a_resume_never_reports_its_model(run_dir, t
     assert (run_dir / "checkpoints" / "best.ckpt").read_bytes() != old_best
 
 
-def test_an_interrupted_run_is_kept_unless_resumed_or_forced(run_dir, tiny, run_cli, tmp_path):
+@pytest.mark.parametrize("status,what", [("running", "an interrupted"), ("failed", "a failed")])
+def test_a_run_that_can_continue_is_kept_unless_resumed_or_forced(status, what, run_dir, tiny, run_cli, tmp_path):
     record = RunResult.read(run_dir)
-    record.status = "running"  # killed: no process holds the folder
+    record.status = status  # killed (no process holds the folder), or failed late (a full disk): last.ckpt is work
     record.write()
     before = snapshot(run_dir)
     one_line_error(run_cli([*tiny, f"hydra.run.dir={run_dir}"], tmp_path),
-                   f"{run_dir} holds an interrupted run; continue it with resume={run_dir}")
+                   f"{run_dir} holds {what} run that can continue from its last checkpoint; continue it with "
+                   f"resume={run_dir}")
     assert snapshot(run_dir) == before
+    (run_dir / "my-notes.tmp").write_text("mine")  # a refusal removes no file, not even a *.tmp one
+    one_line_error(run_cli([*tiny, f"hydra.run.dir={run_dir}"], tmp_path), "can continue from its last checkpoint")
+    assert (run_dir / "my-notes.tmp").read_text() == "mine"
 
 
 @pytest.mark.parametrize("link", ["checkpoints", "bench.log", "results.json", ".lock", "csv"])
@@ -160,3 +166,19 @@ def test_a_run_its_resume_export_and_study_write_only_inside_its_folder(tiny, ru
         assert proc.returncode == 0, (module, proc.stderr[-2000:])
     assert outside() == before
     assert json.loads((folder / "results.json").read_text())["epochs_trained"] == 3
+
+
+def test_a_resume_refused_on_changed_data_leaves_the_completed_run_completed(tmp_path, run_cli, sequences_file):
+    data = sequences_file(tmp_path / "inter.tsv")
+    args = ["dataset=custom", f"dataset.path={data}", "dataset.k_core=1", "trainer.max_epochs=2", "logger=none",
+            "loss.n_negatives=10", "trainer.accelerator=cpu"]
+    proc = run_cli([*args, "hydra.run.dir=run"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before = snapshot(tmp_path / "run")
+    data.write_text(data.read_text().replace("u0\t", "u1\t", 3))  # the file changed since
+    one_line_error(run_cli(["resume=run", "trainer.max_epochs=3"], tmp_path), "the data changed since the run started")
+    after = snapshot(tmp_path / "run")
+    log = Path("bench.log")
+    # the run's own log tells of the refused attempt; nothing else changed
+    assert after[log].startswith(before.pop(log)) and b"the data changed since" in after.pop(log)
+    assert after == before and RunResult.read(tmp_path / "run").status == "completed"

@@ -195,3 +195,27 @@ def test_no_override_a_record_may_replay_brings_code_conf_does_not_write():
         assert {(k, v) for _, k, v in _code_nodes(plain)} <= allowed, overrides
 
     check()
+
+
+def test_a_record_cannot_send_a_resumes_files_elsewhere(run, tiny, tmp_path, run_cli):
+    """A record whose overrides point the results, checkpoint or CSV writers at another folder
+    (they are no code, so the code-key rule alone would pass them) is refused; the victim is untouched."""
+    _, killed = run
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "results.json").write_text("{}")
+    for override in (f"callbacks.results.dirpath={victim}", f"callbacks.last_checkpoint.dirpath={victim}",
+                     f"+logger.csv.save_dir={victim}"):
+        res = json.loads((killed / "results.json").read_text())
+        saved = dict(res)
+        res["overrides"] = [*res["overrides"], override]
+        (killed / "results.json").write_text(json.dumps(res))
+        proc = run_cli([f"resume={killed}"], tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert "says where files are written, which only the folder a run is in decides" in proc.stderr
+        (killed / "results.json").write_text(json.dumps(saved))
+    assert sorted(p.name for p in victim.iterdir()) == ["results.json"]
+    # nor can a setting typed for a new run
+    proc = run_cli([*tiny, f"callbacks.last_checkpoint.dirpath={victim}", "hydra.run.dir=new"], tmp_path)
+    assert proc.returncode == 2 and "would write outside the run's folder" in proc.stderr
+    assert sorted(p.name for p in victim.iterdir()) == ["results.json"]

@@ -64,7 +64,8 @@ def test_a_completed_run_is_kept_unless_forced_or_resumed(tmp_path):
     RunLock(tmp_path).release()  # nothing to resume yet
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
-    with pytest.raises(BenchError, match=rf"holds an interrupted run; continue it with resume={tmp_path}"):
+    with pytest.raises(BenchError, match=rf"holds an interrupted run that can continue from its last checkpoint; "
+                                         rf"continue it with resume={tmp_path}"):
         RunLock(tmp_path)
     RunLock(tmp_path, resuming=True).release()
     RunLock(tmp_path, force=True).release()
