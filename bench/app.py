@@ -19,6 +19,7 @@ from bench.evaluation.sampled import format_sampled
 from bench.experiments import apply_per_loss
 from bench.results import CHECKPOINT_DIR, RESULTS_FILE, RunResult, override_key
 from bench.results.folder import RunLog, log_other_rank, write_command_record
+from bench.results.resumable import override_value
 from bench.run import NothingToResume, format_metrics_table, train_and_test
 
 log = logging.getLogger("bench")
@@ -110,11 +111,46 @@ def run_job(cfg: DictConfig) -> RunResult | None:
 def resume_in_place(argv: list[str]) -> list[str]:
     """``argv`` with a ``resume=DIR`` run's Hydra job in DIR itself, instead of a new
     ``outputs/<date>/<time>/`` folder that Hydra would create; DIR's ``.hydra/`` record of the
-    original command is kept (``hydra.output_subdir=null``)."""
-    target = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("resume=")), None)
-    if not target or target == "null" or any(a.startswith(("hydra.run.dir=", "hydra.output_subdir=")) for a in argv):
+    original command is kept (``hydra.output_subdir=null``). ``resume=DIR/results.json`` means DIR.
+
+    Raises:
+        BenchError: DIR is no folder (nothing is created for it).
+    """
+    at = next((i for i, a in enumerate(argv) if i and a.startswith("resume=")), None)
+    target = argv[at].split("=", 1)[1] if at is not None else None
+    if at is None or not target or target == "null":
         return list(argv)
-    return [*argv, f"hydra.run.dir={target}", "hydra.output_subdir=null"]
+    path = Path(target).expanduser()
+    if path.name == RESULTS_FILE and path.is_file():
+        path = path.parent
+    if not path.is_dir():
+        raise BenchError(f"resume={target}: no such run folder; pass the output folder of a run (the one that holds "
+                         f"{RESULTS_FILE})")
+    argv = [*argv[:at], f"resume={override_value(path)}", *argv[at + 1:]]
+    if any(a.startswith(("hydra.run.dir=", "hydra.output_subdir=")) for a in argv):
+        return argv
+    return [*argv, f"hydra.run.dir={override_value(path)}", "hydra.output_subdir=null"]
+
+
+#: Hydra settings that would write into the run folder before the run knows it is its own
+#: (bench writes .hydra/ and bench.log itself once it is: bench/results/folder.py)
+EARLY_WRITERS = {"hydra.output_subdir": "bench writes .hydra/ itself once the folder is the run's",
+                 "hydra/job_logging": "bench writes bench.log itself once the folder is the run's"}
+
+
+def check_hydra_settings(argv: list[str]) -> None:
+    """Refuse Hydra settings that would write into a run folder before the run has locked it.
+
+    Raises:
+        BenchError: naming the setting.
+    """
+    for arg in argv[1:]:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key == "hydra.output_subdir" and value not in ("null", ""):
+            raise BenchError(f"{arg}: {EARLY_WRITERS[key]}, after checking the folder is free; drop this setting")
+        if key == "hydra/job_logging" and value not in ("bench", "disabled", "none", "stdout"):
+            raise BenchError(f"{arg}: its log file would be opened before the run knows the folder is its own; "
+                             f"{EARLY_WRITERS[key]} (hydra/job_logging=stdout or disabled change the console only)")
 
 
 def multirun_flag_first(argv: list[str]) -> list[str]:

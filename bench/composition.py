@@ -62,7 +62,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
 
 #: config keys that make Hydra build or call something: a record may never set them
 CODE_KEY = re.compile(r"^_[A-Za-z]+_$")
-#: config keys naming where something writes: a run's own folder (``output_dir``) and nowhere else
+#: config keys naming where something writes: a run's own folder (``output_dir``) decides, never a record
 WRITE_KEYS = frozenset({"dirpath", "save_dir", "default_root_dir", "log_dir", "dir"})
 
 
@@ -121,7 +121,7 @@ def replay_refusal(override: str) -> str | None:
     parts = re.split(r"[./]", key)
     if any(CODE_KEY.match(p) for p in parts):
         return f"builds code ({next(p for p in parts if CODE_KEY.match(p))})"
-    if parts[-1] in WRITE_KEYS or parts[-1] == "output_dir":
+    if parts[-1] in WRITE_KEYS or parts[-1] in ("output_dir", "filename"):
         return "says where files are written, which only the folder a run is in decides"
     value = parsed.value()
     groups = config_groups()
@@ -198,30 +198,38 @@ EARLIER_BEHAVIOUR: dict[str, Any] = {
 
 
 def check_writes_inside(cfg: DictConfig, source: object = "the config") -> None:
-    """Refuse a config whose callbacks, loggers or trainer would write outside ``output_dir``
-    (a ``dirpath``/``save_dir``/... elsewhere): a run writes only inside its own folder.
+    """Refuse a config whose callbacks, loggers or trainer could write outside ``output_dir``: any
+    of their strings that is an absolute path elsewhere (a ``dirpath``, a ``save_dir``, a
+    ``filename`` joined to one) or that climbs out with ``..`` (``filename=../../x``, a CSV logger's
+    ``name=../x``). A run writes only inside its own folder.
 
     Raises:
-        BenchError: naming the key, the place and the folder.
+        BenchError: naming the key, the value and the folder.
     """
     plain = cast(dict, OmegaConf.to_container(cfg, resolve=True))
     # by the names, not through links: a link inside the folder is check_no_links's to refuse
     root = Path(os.path.abspath(Path(str(plain.get("output_dir"))).expanduser()))
 
+    def refuse(key: str, value: str) -> None:
+        raise BenchError(f"{source}: {key}={value} would write outside the run's folder {root}; a run writes only "
+                         "inside its own folder: drop that setting, or choose the folder with hydra.run.dir")
+
     def walk(node: Any, path: str) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
-                key = f"{path}.{k}" if path else str(k)
-                if str(k) in WRITE_KEYS and isinstance(v, str):
-                    where = Path(os.path.abspath(Path(v).expanduser()))
-                    if not where.is_relative_to(root):
-                        raise BenchError(f"{source}: {key}={v} would write outside the run's folder {root}; a run "
-                                         "writes only inside its own folder: drop that setting, or choose the "
-                                         "folder with hydra.run.dir")
-                walk(v, key)
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{path}[{i}]")
+        elif isinstance(node, str):
+            if ".." in Path(node).parts:
+                refuse(path, node)
+            if node.startswith(("/", "~")) and not Path(os.path.abspath(Path(node).expanduser())).is_relative_to(root):
+                refuse(path, node)
 
     for part in ("callbacks", "logger", "trainer"):
         walk(plain.get(part), part)
+
 
 #: overrides that re-evaluate a finished run without changing its training (``retest``)
 EVALUATION_PREFIX = "eval."

@@ -6,7 +6,9 @@ exits with status 2 instead of showing a traceback; anything else is a bug and k
 its traceback.
 """
 
+import argparse
 import errno
+from typing import NoReturn
 
 
 class BenchError(Exception):
@@ -55,3 +57,16 @@ class TrainingDiverged(BenchError):
 
 class FolderTaken(BenchError):
     """The output folder belongs to another run (in use, or completed): nothing may be written there."""
+
+
+def one_line_usage_errors(parser: "argparse.ArgumentParser") -> "argparse.ArgumentParser":
+    """``parser`` with argparse's usage errors as one line (``error: argument --ks: ...; see --help``),
+    not the usage block, exit status 2 as argparse's."""
+    import sys
+
+    def error(message: str) -> NoReturn:
+        print(f"error: {message}; see {parser.prog} --help", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser

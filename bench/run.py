@@ -258,6 +258,26 @@ def _trained_epochs(state: dict[str, Any]) -> int:
     return int(epoch) + 1 if isinstance(epoch, int) else 0
 
 
+#: what every Lightning checkpoint of a run holds
+LIGHTNING_KEYS = ("state_dict", "epoch", "global_step", "loops", "optimizer_states")
+
+
+def check_checkpoint_fits(module: L.LightningModule, checkpoint: str | Path) -> None:
+    """Refuse, before the record is rewritten, a checkpoint whose weights are not this model's (a
+    ``last.ckpt`` from a run with another ``model.dim``, backbone or data)."""
+    saved = load_checkpoint(checkpoint)["state_dict"]
+    # the backbone's parameters: a loss's state and a graph's buffers are sized when bound, later
+    for name, tensor in module.named_parameters():
+        if not name.startswith("model.") or isinstance(tensor, torch.nn.parameter.UninitializedParameter):
+            continue
+        held = saved.get(name)
+        if held is None or (isinstance(held, torch.Tensor) and held.shape != tensor.shape):
+            what = "no" if held is None else f"a {tuple(held.shape)}"
+            raise BenchError(f"{checkpoint} is not this run's: it holds {what} {name} where the run's model has a "
+                             f"{tuple(tensor.shape)} one; restore the run's own last.ckpt, or start the run over in a "
+                             "new folder")
+
+
 def check_resumable(out: Path, cfg: DictConfig, checkpoint: str | Path) -> None:
     """Refuse, before anything is written, a resume that cannot continue the run in ``out``: a
     checkpoint that is crafted, truncated or corrupt, or fewer epochs than it has trained.
@@ -268,6 +288,10 @@ def check_resumable(out: Path, cfg: DictConfig, checkpoint: str | Path) -> None:
     """
     res = RunResult.read(out)
     state = load_checkpoint(checkpoint)  # a crafted or damaged file is refused here, not by Lightning
+    missing = [k for k in LIGHTNING_KEYS if k not in state]
+    if missing:
+        raise BenchError(f"{checkpoint} is not a checkpoint of a run (it has no {', '.join(missing)}); restore the "
+                         "run's own last.ckpt, or start the run over in a new folder")
     trained = _trained_epochs(state)
     wanted = int(cfg.trainer.max_epochs)
     if res.status == COMPLETED:
@@ -282,6 +306,26 @@ def check_resumable(out: Path, cfg: DictConfig, checkpoint: str | Path) -> None:
     if wanted < trained:
         raise BenchError(f"{checkpoint} has trained {trained} epochs, more than trainer.max_epochs={wanted}; resume "
                          f"with trainer.max_epochs >= {trained}, or start a new run for a shorter schedule")
+    check_same_kernels(res.digits, digits_record(_run_device(cfg)), out)
+
+
+#: what must match for a resumed run to compute as its first part did (threads only may differ: a
+#: parallel sweep places them, and the runs here are bit-identical at 1 and 2 threads)
+SAME_KERNELS = ("torch", "device", "cpu_capability", "mkl_cbwr")
+
+
+def check_same_kernels(before: dict[str, Any], now: dict[str, Any], out: Path) -> None:
+    """Refuse to continue a run under other kernels than its first part's: its digits would then
+    depend on both, and its record could name only one (runs from before the record pass)."""
+    def kind(key: str, value: Any) -> Any:  # a device by its type: cuda:0 and cuda:1 run the same kernels
+        return str(value).split(":")[0] if key == "device" else value
+
+    changed = [k for k in SAME_KERNELS if k in before and kind(k, before[k]) != kind(k, now.get(k))]
+    if changed:
+        shown = ", ".join(f"{k} {before[k]} then, {now.get(k)} now" for k in changed)
+        raise BenchError(f"cannot resume {out} under other kernels ({shown}); resume it where it started (the same "
+                         f"torch, device and BENCH_CPU_DIGITS={before.get('mode', 'portable')}), or start the run "
+                         "over in a new folder")
 
 
 def check_settings(cfg: DictConfig) -> None:
@@ -347,10 +391,8 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
                    "test_users_skipped": datamodule.test_evaluator.n_skipped}
     # summed over the parts of a resumed run: each part loads the data
     record.timing_s = {**record.timing_s, "data": record.timing_s.get("data", 0.0) + time.perf_counter() - t0}
-    if writer:
+    if writer and resume_checkpoint is None:
         record.write(out)
-        if written is not None:
-            written[0] = True
 
     model = instantiate(cfg.model, **datamodule.model_kwargs())
     module: RankingModule
@@ -364,6 +406,12 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
                                distinct_negatives=bool(cfg.train.get("distinct_negatives", False)),
                                divergence_factor=divergence)
 
+    if resume_checkpoint is not None:
+        check_checkpoint_fits(module, resume_checkpoint)
+        if writer:
+            record.write(out)
+            if written is not None:
+                written[0] = True
     logger_cfg = cfg.get("logger")
     if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):
         logger_cfg = OmegaConf.merge(logger_cfg, {"csv": {"version": "resumed"}})  # keep the first part's log

@@ -37,14 +37,12 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
 
 
 def jobs_from_command_line(argv: list[str]) -> list[list[str]] | None:
-    """The jobs of a ``python -m bench -m ...`` command line, or None when it is no multirun or
-    names another sweeper or Hydra flags this check does not follow (Hydra then reports alone)."""
+    """The jobs of a ``python -m bench [-m] ...`` command line (one for a single run), or None when
+    it names another sweeper or Hydra flags this check does not follow (Hydra then reports alone)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     args = argv[1:]
-    if not any(a in ("-m", "--multirun") for a in args):
-        return None
     overrides = [a for a in args if a not in ("-m", "--multirun")]
     if any(a.startswith("-") for a in overrides) or any(a.lstrip("+~").startswith("hydra/sweeper") for a in overrides):
         return None
@@ -57,11 +55,20 @@ def jobs_from_command_line(argv: list[str]) -> list[list[str]] | None:
 
 
 def _why(exc: BaseException) -> str:
+    """One line for a job's error: a missing option names the options its group has."""
+    import re
+
+    from bench.composition import config_groups
     from bench.errors import find_user_error
 
     error = find_user_error(exc) or exc
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return "; ".join(lines[:2]) or type(error).__name__
+    missing = re.search(r"Could not find '([\w/]+)/([^']+)'", lines[0]) if lines else None
+    if missing and missing.group(1) in config_groups():
+        group = missing.group(1)
+        return (f"{group}={missing.group(2)} is not an option of conf/{group}/; choose one of "
+                f"{', '.join(sorted(config_groups()[group]))}")
+    return "; ".join(line.rstrip(".") for line in lines[:2]) or type(error).__name__
 
 
 def check_jobs(jobs: list[list[str]]) -> list[str]:
@@ -102,6 +109,9 @@ def refuse_bad_jobs(jobs: list[list[str]] | None) -> None:
     if jobs and os.environ.get(CHECKED_ENV) == str(len(jobs)):
         return  # the same jobs, checked by `python -m bench` before Hydra started
     problems = check_jobs(jobs) if jobs else []
+    if problems and len(jobs or []) == 1:  # a single run: its error, in one line
+        print(f"error: {problems[0].split(': ', 1)[1]}", file=sys.stderr)
+        sys.exit(2)
     if problems:
         print(f"error: {len(problems)} of {len(jobs or [])} jobs would fail before training; no job was started:",
               file=sys.stderr)

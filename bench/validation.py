@@ -23,6 +23,9 @@ def _number(v: Any) -> bool:
 #: (key, test, what is allowed); a key absent from the config (or null where allowed) is skipped
 RULES: list[tuple[str, Callable[[Any], bool], str]] = [
     ("seed", lambda v: _int(v) and 0 <= v < 2**32, "an integer in [0, 2^32)"),
+    # a string ("no", "off") would read as true and overwrite a completed run
+    ("force", lambda v: isinstance(v, bool), "true or false (true overwrites the folder's completed run)"),
+    ("retain_freed_memory", lambda v: isinstance(v, bool), "true or false"),
     ("optimizer.lr", lambda v: _number(v) and v >= 0, "a number >= 0 (0 evaluates the untrained model)"),
     ("optimizer.weight_decay", lambda v: _number(v) and v >= 0, "a number >= 0"),
     ("train.batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),

@@ -179,7 +179,7 @@ class CustomFile:
 
     def _decode(self, data: bytes) -> str:
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8-sig")  # a byte-order mark (spreadsheets write one) is no part of the header
         except UnicodeDecodeError as exc:
             line = data[: exc.start].count(b"\n") + 1
             raise DataError(f"{self.path}:{line}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None

@@ -9,6 +9,7 @@ character but surrounding blanks (``1, 5`` and ``1,5`` name the same item), and 
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 import re
@@ -49,7 +50,8 @@ def _first_bad_line(lines: Iterable[str], sep: str, n_cols: int, first_data_line
         line = line.rstrip("\r\n")
         if lineno < first_data_line or not line.strip():
             continue
-        fields = line.split(sep) if sep != r"\s+" else line.split()
+        # quoted fields as pandas reads them ("it,24" is one field of a CSV row)
+        fields = line.split() if sep == r"\s+" else next(csv.reader([line], delimiter=sep))
         if len(fields) < n_cols:
             return lineno, line, f"expected at least {n_cols} fields separated by {sep!r}, found {len(fields)}"
         for col, (value, kind) in enumerate(zip(fields, kinds)):

@@ -27,6 +27,7 @@ from bench.evaluation import FullRankingEvaluator
 from bench.evaluation.metrics.ranking import rank_items
 from bench.report.checkpoints import load_model, run_config
 from bench.results import RunResult
+from bench.results.folder import writing_into
 from bench.results.schema import CHECKPOINT_DIR, COMPLETED
 from bench.run import build_datamodule
 from bench.tasks.datamodule import RankingDataModule
@@ -148,6 +149,13 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None, k: int = 
     tag = run_tag(res)
 
     run_path, qrels_path = out / f"{split}.run", out / f"{split}.qrels"
+    with writing_into(res.run_dir, out):
+        _write_files(evaluator, score_users, device, k, tag, run_path, qrels_path)
+    return run_path, qrels_path
+
+
+def _write_files(evaluator: FullRankingEvaluator, score_users: Callable[[Tensor], Tensor], device: str, k: int,
+                 tag: str, run_path: Path, qrels_path: Path) -> None:
     with _atomic_text(run_path) as run_file:
         # the evaluator's chunks: the same rows per matrix product as the run's own evaluation
         for chunk in evaluator.user_chunks():
@@ -162,4 +170,3 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None, k: int = 
         users = evaluator.users
         rows, items = evaluator.target.gather_rows(users)
         qrels_file.writelines(f"{user} 0 {item} 1\n" for user, item in zip(users[rows].tolist(), items.tolist()))
-    return run_path, qrels_path

@@ -6,14 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.errors import BenchError
+from bench.errors import BenchError, one_line_usage_errors
 from bench.export import __doc__ as DOC
 from bench.export import export_run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.export", description=DOC,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = one_line_usage_errors(argparse.ArgumentParser(prog="python -m bench.export", description=DOC,
+                                                           formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("run", type=Path, help="a completed run's output directory (results.json, checkpoints/)")
     parser.add_argument("--k", type=int, default=100, help="items per query (default 100)")
     # checked by export_run rather than argparse's choices, so a wrong value is one line

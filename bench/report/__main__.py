@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchError
+from bench.errors import BenchError, one_line_usage_errors
 from bench.report import __doc__ as DOC
 from bench.report import from_directories, from_wandb, make_report
+from bench.results import RESULTS_FILE
+from bench.results.folder import writing_into
 
 
 def _filters(items: list[str]) -> dict[str, Any]:
@@ -30,8 +33,8 @@ def _filters(items: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.report", description=DOC,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = one_line_usage_errors(argparse.ArgumentParser(prog="python -m bench.report", description=DOC,
+                                                           formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("paths", nargs="*", type=Path, help="run or sweep directories (searched recursively)")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read finished training runs from W&B instead")
     parser.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
@@ -58,9 +61,17 @@ def main(argv: list[str] | None = None) -> int:
             records, notes = from_directories(args.paths)
         if not records:
             raise BenchError("no completed runs found" + (": " + "; ".join(notes) if notes else ""))
+        if not 0 < args.confidence < 1 or not 0 < args.alpha < 1:
+            raise BenchError(f"--confidence {args.confidence} / --alpha {args.alpha}: each is a share in (0, 1), "
+                             "e.g. --confidence 0.95 --alpha 0.05")
         out = args.out or (args.paths[0] if len(args.paths) == 1 and args.paths[0].is_dir() else Path("report"))
-        report = make_report(records, args.metrics, args.baseline, args.confidence, args.alpha, args.correction,
-                             out_dir=out, plots=not args.no_plots)
+        if out.exists() and not out.is_dir():
+            raise BenchError(f"--out {out} is a file; the report writes a folder of files: choose a folder")
+        # into a run's own folder only as the run's lock allows, and through no link there
+        run_dir = next((p for p in (out, *out.parents) if (p / RESULTS_FILE).is_file()), None)
+        with writing_into(run_dir, out) if run_dir is not None else nullcontext():
+            report = make_report(records, args.metrics, args.baseline, args.confidence, args.alpha, args.correction,
+                                 out_dir=out, plots=not args.no_plots)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -366,8 +366,13 @@ def check_same_data(records: list[RunRecord]) -> list[str]:
     first: dict[str, tuple[RunRecord, dict[str, str]]] = {}
     first_digest: dict[str, RunRecord] = {}
     unchecked = 0
+    # runs with an identity are apart already (split_by_identity); they are the reference the runs
+    # without one (from before it was recorded) are checked against, by their files
     for r in sorted(records, key=lambda r: r.source):
-        if r.data_identity:  # split_by_identity has kept runs on other data apart
+        if r.data_identity and r.data_files is not None:
+            first.setdefault(r.dataset, (r, r.data_files))
+    for r in sorted(records, key=lambda r: r.source):
+        if r.data_identity:
             continue
         if r.data_files is None and r.data_digest:  # ledger rows: checked against each other
             ref = first_digest.setdefault(r.dataset, r)

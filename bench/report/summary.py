@@ -83,17 +83,17 @@ def to_markdown(summary: pd.DataFrame, runs: list[RunResult], headline: Iterable
 
 
 def write_summary(root: Path, confidence: float = 0.95, runs: list[RunResult] | None = None,
-                  not_run: Iterable[str] = ()) -> tuple[list[RunResult], pd.DataFrame, str]:
-    """Summarise ``runs`` (default: every run under ``root``) into ``summary.csv`` and
-    ``summary.md`` there; ``not_run`` lists jobs that did not run."""
+                  not_run: Iterable[str] = (), name: str = "summary") -> tuple[list[RunResult], pd.DataFrame, str]:
+    """Summarise ``runs`` (default: every run under ``root``) into ``<name>.csv`` and ``<name>.md``
+    there; ``not_run`` lists jobs that did not run."""
     if runs is None:
         runs, notes = find_runs([root])
         for note in notes:
             log.warning("%s", note)
     summary, _ = summarize(runs, confidence)
     markdown = to_markdown(summary, runs, not_run=not_run)
-    atomic_write_bytes(Path(root) / "summary.csv", summary.to_csv(index=False).encode())
-    atomic_write_bytes(Path(root) / "summary.md", markdown.encode())
+    atomic_write_bytes(Path(root) / f"{name}.csv", summary.to_csv(index=False).encode())
+    atomic_write_bytes(Path(root) / f"{name}.md", markdown.encode())
     return runs, summary, markdown
 
 
@@ -148,9 +148,11 @@ class SeedSummaryCallback(Callback):
         mine = [r for r in runs if self.sweep_id is None or r.sweep_id == self.sweep_id]
         others = [r for r in runs if r not in mine]
         not_run = jobs_not_run(mine, others, self.jobs)
-        _, summary, markdown = write_summary(root, runs=mine, not_run=not_run)
+        # a rerun into a folder an earlier sweep summarised keeps that summary and writes its own beside it
+        name = "summary" if not others or not (root / "summary.md").exists() else f"summary-{self.sweep_id or 'rerun'}"
+        _, summary, markdown = write_summary(root, runs=mine, not_run=not_run, name=name[:16])
         print(markdown)
-        print(f"seed summary: {root / 'summary.md'} and {root / 'summary.csv'}")
+        print(f"seed summary: {root / name[:16]}.md and .csv")
         if "wandb" in (config.get("logger") or {}) and len(summary):
             _log_summary_to_wandb(config, mine, summary)
         bad = [r for r in mine if r.status != COMPLETED]

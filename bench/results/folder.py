@@ -14,6 +14,8 @@ import logging
 import logging.handlers
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +155,22 @@ def log_other_rank(folder: Path, job_name: str) -> None:
     handler = logging.FileHandler(folder / f"{job_name}.log", mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     logging.getLogger().addHandler(handler)
+
+
+@contextmanager
+def writing_into(run_dir: Path, out: Path) -> Iterator[None]:
+    """For a command that writes its output (``export/``, ``threshold_study/``) into a run's folder:
+    the run's lock is held meanwhile (refused while a live run holds the folder) and nothing is
+    written through a link there. Output elsewhere is where the user asked for it.
+
+    Raises:
+        FolderTaken: a live process holds the run's folder.
+        BenchError: a link in the folder leads out of it.
+    """
+    from bench.results.lock import RunLock
+
+    inside = Path(os.path.abspath(out)).is_relative_to(os.path.abspath(run_dir))
+    with RunLock(run_dir, resuming=True) if inside else nullcontext():
+        if inside:
+            check_no_links(run_dir)
+        yield

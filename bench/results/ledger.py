@@ -130,17 +130,29 @@ def read_ledger(path: Path) -> list[dict[str, object]]:
     """The ledger's rows ([] when the file does not exist), numbers as int / float."""
     if not path.exists():
         return []
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise BenchError(f"{path}, line {line}: not UTF-8 text (byte {exc.start}); this is no run ledger: move it "
+                         "aside") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         missing = [c for c in ("seed", "setting") if c not in (reader.fieldnames or [])]
         if missing:
             raise BenchError(f"{path} is not a run ledger (no {', '.join(missing)} column); move it aside")
         rows = []
-        for line, raw in enumerate(reader, start=2):
+        for raw in reader:
+            line = reader.line_num
+            if None in raw or None in raw.values():  # more fields than the header names, or fewer
+                raise BenchError(f"{path}, line {line}: {len(reader.fieldnames or [])} columns in the header, another "
+                                 "number on this row; fix or delete that row")
             try:
                 rows.append({k: _number(k, v) for k, v in raw.items()})
             except ValueError as exc:
                 raise BenchError(f"{path}, line {line}: {exc}; fix or delete that row") from None
+    except csv.Error as exc:
+        raise BenchError(f"{path}, line {reader.line_num}: not a CSV row ({exc}); fix or delete that row") from None
     return rows
 
 

@@ -86,13 +86,15 @@ class RunLock:
         except OSError as exc:
             raise BenchError(f"cannot create the output folder {self.folder}: {exc.strerror or exc}; choose another "
                              "one (hydra.run.dir=...)") from exc
-        self._acquire()
+        created = self._acquire()
         try:
             if not (force or resuming):
                 self._refuse_completed()
         except BaseException:
-            self.release()
+            # a refused run leaves the folder as it found it, a dead holder's lock file included
+            self._close(unlink=created)
             raise
+        self._claim()
 
     def _refuse_completed(self) -> None:
         if not (self.folder / RESULTS_FILE).is_file():
@@ -111,8 +113,10 @@ class RunLock:
             raise FolderTaken(f"{self.folder} holds {what} run that can continue from its last checkpoint; continue "
                               f"it with resume={self.folder}, or pass force=true to start over there")
 
-    def _acquire(self) -> None:
+    def _acquire(self) -> bool:
+        """Lock the file (made if missing); whether this call made it."""
         for attempt in range(TRIES):
+            created = not os.path.lexists(self.path)
             try:
                 fd = _open_lock_file(self.path)
             except OSError as exc:
@@ -144,18 +148,25 @@ class RunLock:
             if not same:
                 os.close(fd)
                 continue
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
             self._fd, self.held = fd, True
-            return
+            return created
         raise FolderTaken(f"{self.folder} is being locked and unlocked by other processes; retry")
 
-    def release(self) -> None:
+    def _claim(self) -> None:
+        """Name this process in the lock file: the folder is its now."""
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
+
+    def _close(self, unlink: bool) -> None:
         if self.held and self._fd is not None:
-            # unlink while still holding: a process that opened the old file finds it gone and retries
-            self.path.unlink(missing_ok=True)
+            if unlink:  # while still holding: a process that opened the old file finds it gone and retries
+                self.path.unlink(missing_ok=True)
             os.close(self._fd)
         self._fd, self.held = None, False
+
+    def release(self) -> None:
+        self._close(unlink=True)
 
     def __enter__(self) -> RunLock:
         return self

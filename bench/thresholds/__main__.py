@@ -14,37 +14,56 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.errors import BenchError
+from bench.errors import BenchError, one_line_usage_errors
 from bench.report.thresholds import DEFAULT_ESTIMATORS, load_setup, plot_ranks, run_study, to_markdown
+from bench.results import COMPLETED, RunResult
+from bench.results.folder import writing_into
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse prints the one-line error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: use a whole number >= 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.thresholds", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = one_line_usage_errors(argparse.ArgumentParser(prog="python -m bench.thresholds", description=__doc__,
+                                                           formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("run", type=Path, help="a CF run's output directory (results.json, checkpoints/)")
     parser.add_argument("--checkpoint", default="last", help="best, last or a path")
     parser.add_argument("--cache-from", default="same", help="same, best, last or a path")
-    parser.add_argument("--ks", type=int, nargs="+", default=[5, 20, 50, 100])
+    parser.add_argument("--ks", type=positive_int, nargs="+", default=[5, 20, 50, 100])
     parser.add_argument("--estimators", nargs="+", default=list(DEFAULT_ESTIMATORS))
-    parser.add_argument("--users", type=int, default=4096, help="users sampled (fixed seed) on large data sets")
-    parser.add_argument("--negatives", type=int, help="N (default: the run's loss.n_negatives)")
+    parser.add_argument("--users", type=positive_int, default=4096,
+                        help="users sampled (fixed seed) on large data sets")
+    parser.add_argument("--negatives", type=positive_int, help="N (default: the run's loss.n_negatives)")
     parser.add_argument("--tau-w", type=float, help="for the gap column (default: the run's loss.tau_w, else 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="default: RUN/threshold_study")
     args = parser.parse_args(argv)
+    out = args.out or args.run / "threshold_study"
     try:
+        res = RunResult.read(args.run)
+        if res.status != COMPLETED:
+            raise BenchError(f"{args.run} is not a completed run (status {res.live_status()}); study a run that "
+                             "finished training and testing")
         setup = load_setup(args.run, args.checkpoint, args.cache_from, args.users, args.negatives, args.tau_w,
                            args.seed)
         table, ranks = run_study(setup, tuple(args.ks), tuple(args.estimators))
+        md = to_markdown(table, setup.label)
+        with writing_into(args.run, out):
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "threshold_study.md").write_text(md)
+            table.to_csv(out / "threshold_study.csv", index=False)
+            plot_ranks(ranks, tuple(args.ks), out)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = args.out or args.run / "threshold_study"
-    out.mkdir(parents=True, exist_ok=True)
-    md = to_markdown(table, setup.label)
-    (out / "threshold_study.md").write_text(md)
-    table.to_csv(out / "threshold_study.csv", index=False)
-    plot_ranks(ranks, tuple(args.ks), out)
     print(md)
     print(f"written: {out}/threshold_study.md, .csv, effective_ranks.png", file=sys.stderr)
     return 0

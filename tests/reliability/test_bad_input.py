@@ -205,7 +205,49 @@ def test_a_sweep_job_that_would_fail_is_named_before_any_job_starts(tiny, run_cl
     proc = run_cli(["-m", *tiny, "logger=none", "loss=slk,sl", "loss.k=10", "hydra.sweep.dir=sw"], tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "error: 1 of 2 jobs would fail before training; no job was started:" in proc.stderr
-    assert "job 1 (loss=sl): Could not override 'loss.k'." in proc.stderr
+    assert "job 1 (loss=sl): Could not override 'loss.k'; To append to your config use +loss.k=10" in proc.stderr
     proc = run_cli(["-m", *tiny, "logger=none", "optimizer.lr=0.01,-1", "hydra.sweep.dir=sw"], tmp_path)
     assert proc.returncode == 2 and "job 1 (optimizer.lr=-1): optimizer.lr=-1 is out of range" in proc.stderr
     assert not (tmp_path / "sw").exists()  # nothing ran, nothing was written
+
+
+def test_a_byte_order_mark_and_quoted_fields_are_read_as_spreadsheets_write_them(tmp_path):
+    bom = tmp_path / "bom.tsv"
+    bom.write_bytes("\ufeffuser\titem\trating\nu1\ti1\t4\nu1\ti2\t3\n".encode())
+    assert list(CustomFile(str(bom), k_core=1).read_frame()["rating"]) == [4.0, 3.0]
+    quoted = _csv(tmp_path, ["user,item,rating", '"0","it,24",3', '"1","it,25",x'], "q.csv")
+    with pytest.raises(DataError, match=r"q\.csv:3: malformed row .*: field 3 \('x'\) is not a number"):
+        CustomFile(str(quoted), k_core=1).load()
+
+
+def test_a_crafted_ledger_is_refused_in_one_line(tmp_path):
+    from bench.results.ledger import read_ledger
+
+    header = "seed,setting,data,test/ndcg@20\n"
+    for name, content, message in (
+            ("bytes", header.encode() + b"0,loss=sl,\xff,0.1\n", r"line 2: not UTF-8 text"),
+            ("long", (header + "0,loss=sl," + "x" * 200_000 + ",0.1\n").encode(), r"line \d+: not a CSV row"),
+            ("extra", (header + "0,loss=sl,abc,0.1,surplus\n").encode(), r"line 2: 4 columns in the header")):
+        path = tmp_path / name / "runs.csv"
+        path.parent.mkdir()
+        path.write_bytes(content)
+        with pytest.raises(BenchError, match=message):
+            read_ledger(path)
+
+
+@pytest.mark.slow
+def test_bad_options_of_the_reading_commands_are_one_line(tmp_path, run_cli, tiny):
+    proc = run_cli([*tiny, "logger=none", "trainer.max_epochs=1", "hydra.run.dir=run"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for module, args, text in (
+            ("bench.report", ["run", "--confidence", "-1", "--no-plots"], "--confidence -1.0 / --alpha 0.05"),
+            ("bench.report", ["run", "--out", "run/results.json", "--no-plots"],
+             "is a file; the report writes a folder"),
+            ("bench.thresholds", ["run", "--ks", "0"], "argument --ks: 0 is out of range"),
+            ("bench.thresholds", ["run", "--ks", "5", "--users", "0"], "argument --users: 0 is out of range"),
+            ("bench", [*tiny, "model=nonexist", "hydra.run.dir=x"], "model=nonexist is not an option of conf/model/"),
+            ("bench", [*tiny, "hydra.output_subdir=.hydra", "hydra.run.dir=run"], "bench writes .hydra/ itself")):
+        proc = run_cli(args, tmp_path, module=module)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (module, args, proc.stderr[-1500:])
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) <= 3 and text in proc.stderr, (module, args, proc.stderr[-1500:])

@@ -182,3 +182,70 @@ def test_a_resume_refused_on_changed_data_leaves_the_completed_run_completed(tmp
     # the run's own log tells of the refused attempt; nothing else changed
     assert after[log].startswith(before.pop(log)) and b"the data changed since" in after.pop(log)
     assert after == before and RunResult.read(tmp_path / "run").status == "completed"
+
+
+def test_a_checkpoint_that_is_not_the_runs_is_refused_before_the_record_changes(run_dir, tiny, run_cli, tmp_path):
+    import torch
+
+    last = run_dir / "checkpoints" / "last.ckpt"
+    other = {k: v for k, v in torch.load(last, weights_only=True).items()}
+    other["state_dict"] = {k: torch.zeros(3, 5) if k.endswith("user_emb.weight") else v
+                           for k, v in other["state_dict"].items()}  # another model.dim's
+    for content, text in (({"a": 1}, "is not a checkpoint of a run (it has no state_dict"),
+                          (other, "is not this run's: it holds a (3, 5) model.user_emb.weight")):
+        torch.save(content, last)
+        before = snapshot(run_dir)
+        one_line_error(run_cli([f"resume={run_dir}", "trainer.max_epochs=5"], tmp_path), text)
+        after = snapshot(run_dir)
+        # the refused attempt is a line in the run's own log; its record and files are as they were
+        assert {k: v for k, v in after.items() if str(k) != "bench.log"} == \
+            {k: v for k, v in before.items() if str(k) != "bench.log"}
+        assert RunResult.read(run_dir).status == "completed"
+
+
+def test_force_takes_true_or_false_only(run_dir, tiny, run_cli, tmp_path):
+    before = snapshot(run_dir)
+    for value in ("no", "off", "'false'"):  # strings that would read as true and wipe the run
+        one_line_error(run_cli([*tiny, f"force={value}", f"hydra.run.dir={run_dir}"], tmp_path),
+                       "is out of range: use true or false")
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("module,folder,args", [("bench.export", "export", ["--k", "5"]),
+                                                ("bench.thresholds", "threshold_study", ["--ks", "5"])])
+def test_commands_that_write_into_a_run_folder_respect_its_links_and_its_lock(module, folder, args, run_dir, run_cli,
+                                                                              tmp_path, folder_holder):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (run_dir / folder).symlink_to(outside)
+    proc = run_cli([str(run_dir), *args], tmp_path, module=module)
+    one_line_error(proc, "is a symbolic link out of the run's folder")
+    assert list(outside.iterdir()) == []
+    (run_dir / folder).unlink()
+    with folder_holder(run_dir, resuming=True) as holder:  # a live process holds the run
+        one_line_error(run_cli([str(run_dir), *args], tmp_path, module=module), f"in use by process {holder.pid}")
+    assert not (run_dir / folder).exists()
+
+
+def test_a_refusal_keeps_a_dead_runs_lock_file_and_a_missing_resume_makes_no_folder(run_dir, tiny, run_cli, tmp_path):
+    (run_dir / ".lock").write_text('{"pid": 999999, "host": "gone"}')
+    before = snapshot(run_dir)
+    one_line_error(run_cli([*tiny, f"hydra.run.dir={run_dir}"], tmp_path), "already holds a completed run")
+    assert snapshot(run_dir) == before
+    one_line_error(run_cli(["resume=nowhere", "trainer.max_epochs=5"], tmp_path), "resume=nowhere: no such run folder")
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.skipif(not __import__("bench.determinism").determinism.portable_possible(),
+                    reason="the kernel pins apply to x86-64 CPUs with AVX2")
+def test_a_run_is_not_resumed_under_other_kernels(run_dir, run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CPU_DIGITS", "native")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    before = snapshot(run_dir)
+    proc = run_cli([f"resume={run_dir}", "trainer.max_epochs=5"], tmp_path)
+    if "AVX512" not in proc.stderr and proc.returncode == 0:
+        pytest.skip("native kernels are the portable ones on this CPU")
+    one_line_error(proc, "under other kernels (cpu_capability AVX2 then, AVX512 now")
+    assert {k: v for k, v in snapshot(run_dir).items() if str(k) != "bench.log"} == \
+        {k: v for k, v in before.items() if str(k) != "bench.log"}

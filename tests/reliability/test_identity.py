@@ -78,10 +78,29 @@ def test_a_sweep_rerun_into_its_folder_names_the_jobs_that_did_not_run(tiny, run
     first = run_cli(args, tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     before = {p: p.read_bytes() for p in (tmp_path / "sw").rglob("results.json")}
+    first_summary = (tmp_path / "sw" / "summary.md").read_text()
     again = run_cli(args, tmp_path)
     assert again.returncode == 1 and "Traceback" not in again.stderr
-    summary = (tmp_path / "sw" / "summary.md").read_text()
+    # the earlier sweep's summary is kept; this one's is written beside it
+    assert (tmp_path / "sw" / "summary.md").read_text() == first_summary and "| synthetic" in first_summary
+    rerun, = [p for p in (tmp_path / "sw").glob("summary-*.md")]
+    summary = rerun.read_text()
     assert "## Jobs of this sweep that did not run" in summary
     assert summary.count("not run by this sweep; the folder holds a completed run") == 2
     assert "| synthetic" not in summary  # the earlier sweep's runs are not summarised as this one's
     assert {p: p.read_bytes() for p in before} == before  # and not touched
+
+
+def test_a_run_without_an_identity_is_checked_by_its_files_against_those_with_one():
+    from bench.errors import BenchError
+    from bench.report.runs import RunRecord
+
+    def record(source, identity, digest):
+        return RunRecord(source=source, task="cf", dataset="custom", model="mf", loss="sl", seed=int(source[-1]),
+                         test={"ndcg@20": 0.1}, data_identity=identity, data_files={"inter.tsv": digest})
+
+    same = [record("a0", "1" * 16, "aa"), record("a1", "1" * 16, "aa"), record("old2", "", "aa")]
+    assert assign_labels(same) == []  # the older run read the same file: pooled
+    other = [record("a0", "1" * 16, "aa"), record("a1", "1" * 16, "aa"), record("old2", "", "bb")]
+    with pytest.raises(BenchError, match="data set 'custom' was read from different files"):
+        assign_labels(other)

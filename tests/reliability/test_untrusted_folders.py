@@ -205,7 +205,7 @@ def test_a_record_cannot_send_a_resumes_files_elsewhere(run, tiny, tmp_path, run
     victim.mkdir()
     (victim / "results.json").write_text("{}")
     for override in (f"callbacks.results.dirpath={victim}", f"callbacks.last_checkpoint.dirpath={victim}",
-                     f"+logger.csv.save_dir={victim}"):
+                     f"+logger.csv.save_dir={victim}", "callbacks.best_checkpoint.filename=../../victim/best"):
         res = json.loads((killed / "results.json").read_text())
         saved = dict(res)
         res["overrides"] = [*res["overrides"], override]
@@ -215,7 +215,12 @@ def test_a_record_cannot_send_a_resumes_files_elsewhere(run, tiny, tmp_path, run
         assert "says where files are written, which only the folder a run is in decides" in proc.stderr
         (killed / "results.json").write_text(json.dumps(saved))
     assert sorted(p.name for p in victim.iterdir()) == ["results.json"]
-    # nor can a setting typed for a new run
-    proc = run_cli([*tiny, f"callbacks.last_checkpoint.dirpath={victim}", "hydra.run.dir=new"], tmp_path)
-    assert proc.returncode == 2 and "would write outside the run's folder" in proc.stderr
+    # nor can a setting typed for a new run: a place elsewhere, or a name that climbs out
+    for setting in (f"callbacks.last_checkpoint.dirpath={victim}", "callbacks.best_checkpoint.filename=../../victim/b",
+                    "logger=csv", "logger.csv.name=../../victim"):
+        extra = ["logger=csv", setting] if setting.startswith("logger.csv") else [setting]
+        if setting == "logger=csv":
+            continue
+        proc = run_cli([*tiny, *extra, "hydra.run.dir=new/run"], tmp_path)
+        assert proc.returncode == 2 and "would write outside the run's folder" in proc.stderr, proc.stderr[-1000:]
     assert sorted(p.name for p in victim.iterdir()) == ["results.json"]
