@@ -117,8 +117,10 @@ def resume_in_place(argv: list[str]) -> list[str]:
         BenchError: DIR is no folder (nothing is created for it).
     """
     at = next((i for i, a in enumerate(argv) if i and a.startswith("resume=")), None)
-    target = argv[at].split("=", 1)[1] if at is not None else None
-    if at is None or not target or target == "null":
+    if at is None:
+        return list(argv)
+    target = _override_value_text(argv[at])
+    if not target or target == "null":
         return list(argv)
     path = Path(target).expanduser()
     if path.name == RESULTS_FILE and path.is_file():
@@ -130,6 +132,17 @@ def resume_in_place(argv: list[str]) -> list[str]:
     if any(a.startswith(("hydra.run.dir=", "hydra.output_subdir=")) for a in argv):
         return argv
     return [*argv, f"hydra.run.dir={override_value(path)}", "hydra.output_subdir=null"]
+
+
+def _override_value_text(override: str) -> str | None:
+    """The value of ``key=value`` as Hydra reads it (quotes of a folder named like an override removed)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        value = OverridesParser.create().parse_override(override).value()
+    except Exception:
+        return override.split("=", 1)[1]
+    return None if value is None else str(value)
 
 
 #: Hydra settings that would write into the run folder before the run knows it is its own
