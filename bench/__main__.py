@@ -10,13 +10,13 @@ if __name__ == "__main__":
         # `python -m bench loss=slk -m seed=0,1,2` as well as `-m loss=slk seed=0,1,2`
         sys.argv = resume_in_place(multirun_flag_first(sys.argv))
         check_hydra_settings(sys.argv)
+        # every job (a single run's one, a sweep's each) is composed and checked before Hydra starts
+        # any: Hydra would print a page for a bad option, and stop a sweep at the first job that does
+        # not compose (even before the sweep, for the default config) without naming it
+        jobs = jobs_from_command_line(sys.argv)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    # every job (a single run's one, a sweep's each) is composed and checked before Hydra starts any:
-    # Hydra would print a page for a bad option, and stop a sweep at the first job that does not
-    # compose (even before the sweep, for the default config) without naming it
-    jobs = jobs_from_command_line(sys.argv)
     refuse_bad_jobs(jobs)
     if jobs:
         os.environ[CHECKED_ENV] = str(len(jobs))

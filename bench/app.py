@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -117,11 +119,13 @@ def resume_in_place(argv: list[str]) -> list[str]:
         BenchError: DIR is no folder (nothing is created for it).
     """
     at = next((i for i, a in enumerate(argv) if i and a.startswith("resume=")), None)
-    if at is None:
+    if at is None or argv[at] == "resume=null":
         return list(argv)
     target = _override_value_text(argv[at])
-    if not target or target == "null":
+    if target is None:  # a sweep of folders: each job resumes its own, in its own folder
         return list(argv)
+    if not target:
+        raise BenchError("resume= needs a run folder (resume=outputs/<date>/<time>), or resume=null for none")
     path = Path(target).expanduser()
     if path.name == RESULTS_FILE and path.is_file():
         path = path.parent
@@ -139,10 +143,13 @@ def _override_value_text(override: str) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        value = OverridesParser.create().parse_override(override).value()
+        parsed = OverridesParser.create().parse_override(override)
     except Exception:
         return override.split("=", 1)[1]
-    return None if value is None else str(value)
+    if parsed.is_sweep_override():
+        return None
+    value = parsed.value()
+    return "" if value is None else str(value)
 
 
 #: Hydra settings that would write into the run folder before the run knows it is its own
@@ -157,13 +164,39 @@ def check_hydra_settings(argv: list[str]) -> None:
     Raises:
         BenchError: naming the setting.
     """
+    multirun = any(a in ("-m", "--multirun") for a in argv[1:])
     for arg in argv[1:]:
         key, _, value = arg.lstrip("+~").partition("=")
         if key == "hydra.output_subdir" and value not in ("null", ""):
             raise BenchError(f"{arg}: {EARLY_WRITERS[key]}, after checking the folder is free; drop this setting")
-        if key == "hydra/job_logging" and value not in ("bench", "disabled", "none", "stdout"):
-            raise BenchError(f"{arg}: its log file would be opened before the run knows the folder is its own; "
-                             f"{EARLY_WRITERS[key]} (hydra/job_logging=stdout or disabled change the console only)")
+        if (key == "hydra/job_logging" and value not in ("bench", "disabled", "none", "stdout")) or \
+                key.startswith("hydra.job_logging"):
+            raise BenchError(f"{arg}: a log file would be opened before the run knows the folder is its own; "
+                             f"{EARLY_WRITERS['hydra/job_logging']} (hydra/job_logging=stdout or disabled change the "
+                             "console only)")
+        if key == "hydra.run.dir" and not multirun:
+            _check_folder_can_be(value, "hydra.run.dir")
+        if key == "hydra.sweep.dir" and multirun:
+            _check_folder_can_be(value, "hydra.sweep.dir")
+            if (Path(value).expanduser() / RESULTS_FILE).is_file():
+                raise BenchError(f"hydra.sweep.dir={value} is a run's folder; a sweep writes its jobs' folders and "
+                                 "summary into its own: choose another hydra.sweep.dir")
+        if key == "hydra.sweep.subdir" and value.strip(" /.'\"") == "":
+            raise BenchError(f"{arg}: every job would write into the sweep's own folder; keep a subfolder per job "
+                             "(the default: hydra.sweep.subdir='${hydra.job.num}')")
+
+
+def _check_folder_can_be(value: str, key: str) -> None:
+    """A folder Hydra is about to make: not an existing file, and under a folder that can be written."""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise BenchError(f"{key}={value} is a file; choose a folder")
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    try:  # a folder made and removed at once where Hydra will make it: a failure is one line here
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".bench-check-"))
+    except OSError as exc:
+        raise BenchError(f"{key}={value}: cannot make a folder under {existing} ({exc.strerror or exc}); choose a "
+                         "place you can write") from None
 
 
 def multirun_flag_first(argv: list[str]) -> list[str]:

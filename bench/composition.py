@@ -101,6 +101,20 @@ def _names_code(value: object) -> str | None:
     return None
 
 
+def _names_places(value: object) -> str | None:
+    """Whether a parsed override value is a node that says where files are written."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if str(k) in WRITE_KEYS or str(k) in ("output_dir", "filename"):
+                return "says where files are written, which only the folder a run is in decides"
+            why = _names_places(v)
+            if why:
+                return why
+    elif isinstance(value, list):
+        return next((w for w in map(_names_places, value) if w), None)
+    return None
+
+
 def replay_refusal(override: str) -> str | None:
     """Why a recorded override may not be replayed, or None when a person could have typed it
     for this project: a plain value for a key of ``conf/``, or an option ``conf/`` defines for
@@ -135,7 +149,7 @@ def replay_refusal(override: str) -> str | None:
         return f"names a config group conf/ does not define ({key})"
     if parts[0] not in _top_level_keys() and parts[0] not in groups:
         return f"adds {parts[0]}, which is no key of this project's config"
-    return _names_code(value)
+    return _names_code(value) or _names_places(value)
 
 
 def check_replayable(overrides: Iterable[str], source: object) -> None:
@@ -214,6 +228,9 @@ def check_writes_inside(cfg: DictConfig, source: object = "the config") -> None:
         raise BenchError(f"{source}: {key}={value} would write outside the run's folder {root}; a run writes only "
                          "inside its own folder: drop that setting, or choose the folder with hydra.run.dir")
 
+    def inside(value: str) -> bool:  # a relative place is the working directory's, as Lightning reads it
+        return Path(os.path.abspath(Path(value).expanduser())).is_relative_to(root)
+
     def walk(node: Any, path: str) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
@@ -224,7 +241,7 @@ def check_writes_inside(cfg: DictConfig, source: object = "the config") -> None:
         elif isinstance(node, str):
             if ".." in Path(node).parts:
                 refuse(path, node)
-            if node.startswith(("/", "~")) and not Path(os.path.abspath(Path(node).expanduser())).is_relative_to(root):
+            if (path.rsplit(".", 1)[-1] in WRITE_KEYS or node.startswith(("/", "~"))) and not inside(node):
                 refuse(path, node)
 
     for part in ("callbacks", "logger", "trainer"):

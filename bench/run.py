@@ -39,7 +39,13 @@ from bench.models import MODELS
 from bench.parallel import place_current_job
 from bench.results import COMPLETED, FAILED, RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
 from bench.results.callbacks import code_version, hardware_info, host_info, now_iso
-from bench.results.folder import check_no_links, clear_previous_run, remove_stale_temporaries
+from bench.results.folder import (
+    check_holds_no_other_run,
+    check_no_links,
+    check_not_inside_a_run,
+    clear_previous_run,
+    remove_stale_temporaries,
+)
 from bench.results.io import load_checkpoint
 from bench.results.lock import RunLock
 from bench.results.schema import DIVERGED, SWEEP_ID_ENV
@@ -215,25 +221,68 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     out = Path(cfg.output_dir)
     if getattr(rank_zero_only, "rank", 0) != 0:  # DDP: ranks > 0 write nothing of their own
         return _train_and_test(cfg, out, False, overrides, extra_callbacks, resume_checkpoint)
+    check_not_inside_a_run(out)  # before the lock file would be made inside another run's folder
     # one run per folder: a second one (or a completed run without force=true) is refused
-    with RunLock(out, force=bool(cfg.get("force", False)), resuming=resume_checkpoint is not None):
+    with RunLock(out, force=bool(cfg.get("force", False)), resuming=resume_checkpoint is not None,
+                 claim=False) as lock:
         check_no_links(out)
-        remove_stale_temporaries(out)
         if resume_checkpoint is not None:
             check_resumable(out, cfg, resume_checkpoint)
         else:
+            check_holds_no_other_run(out)
+        # a new run's folder is its own from here; a resumed one only once its record is rewritten,
+        # after every check (a resume refused on its data or its trainer leaves the folder as it was,
+        # the lock file of the process that was killed included)
+        owner = _Owner(lock)
+        if resume_checkpoint is None:
+            owner.own()
             clear_previous_run(out)
         if on_owned is not None:
             on_owned(out)
-        # a new run's folder is its own from here; a resumed one's record only once it is rewritten
-        # (a resume refused on its data leaves the run it would have continued as it was)
-        written: list[bool] = [resume_checkpoint is None]
         try:
-            return _train_and_test(cfg, out, True, overrides, extra_callbacks, resume_checkpoint, written)
+            return _train_and_test(cfg, out, True, overrides, extra_callbacks, resume_checkpoint, owner)
         except Exception as exc:
-            if written[0]:
+            if owner.owns:
                 record_failure(out, overrides, exc)
             raise
+
+
+class _Owner:
+    """Whether the run owns its folder yet: from :meth:`own` on, the lock file names it, the
+    earlier run's temporaries are gone and a failure is recorded in the folder."""
+
+    def __init__(self, lock: RunLock) -> None:
+        self.lock, self.owns = lock, False
+
+    def own(self) -> None:
+        if not self.owns:
+            self.lock.claim()
+            remove_stale_temporaries(self.lock.folder)
+            self.owns = True
+
+
+def _unused_version(folder: Path, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``... : the first that ``folder`` does not hold yet."""
+    n = 1
+    while (folder / (name if n == 1 else f"{name}-{n}")).exists():
+        n += 1
+    return name if n == 1 else f"{name}-{n}"
+
+
+def _build_trainer(cfg: DictConfig, callbacks: list[Callback], loggers: list, out: Path) -> L.Trainer:
+    """The Lightning trainer; settings it refuses (``trainer.devices=0``, an accelerator this
+    machine lacks) are one line, not Hydra's wrapped exception."""
+    try:
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, default_root_dir=str(out))
+    except Exception as exc:
+        cause: BaseException = exc
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        if find_user_error(exc) is not None:
+            raise
+        first = next((line.strip() for line in str(cause).splitlines() if line.strip()), type(cause).__name__)
+        raise ConfigError(f"the trainer refused its settings: {first.replace('`', '').rstrip('.')}; fix the "
+                          "trainer.* setting it names") from exc
 
 
 def record_failure(out: Path, overrides: Sequence[str], exc: BaseException) -> None:
@@ -328,7 +377,7 @@ def check_same_kernels(before: dict[str, Any], now: dict[str, Any], out: Path) -
                          "over in a new folder")
 
 
-def check_settings(cfg: DictConfig) -> None:
+def check_settings(cfg: DictConfig, writes: bool = True) -> None:
     """Every check of a composed config that needs no data: what a run refuses before it touches
     its folder, and what a sweep checks for each of its jobs before starting any.
 
@@ -339,7 +388,8 @@ def check_settings(cfg: DictConfig) -> None:
     check_monitor(cfg)
     check_mode(str(cfg.eval.get("ties", "expected")))
     _check_strategy(cfg)
-    check_writes_inside(cfg)
+    if writes:
+        check_writes_inside(cfg)
 
 
 def _check_strategy(cfg: DictConfig) -> None:
@@ -353,7 +403,7 @@ def _check_strategy(cfg: DictConfig) -> None:
 
 def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequence[str],
                     extra_callbacks: Sequence[Callback], resume_checkpoint: str | Path | None,
-                    written: list[bool] | None = None) -> RunResult:
+                    owner: _Owner | None = None) -> RunResult:
     resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
     record = RunResult.read_or_new(out) if resume_checkpoint else RunResult(run_dir=out)
     record.status, record.config = RUNNING, resolved
@@ -408,16 +458,16 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
 
     if resume_checkpoint is not None:
         check_checkpoint_fits(module, resume_checkpoint)
-        if writer:
-            record.write(out)
-            if written is not None:
-                written[0] = True
     logger_cfg = cfg.get("logger")
-    if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):
-        logger_cfg = OmegaConf.merge(logger_cfg, {"csv": {"version": "resumed"}})  # keep the first part's log
+    if resume_checkpoint and logger_cfg and logger_cfg.get("csv"):  # keep the earlier parts' logs
+        logger_cfg = OmegaConf.merge(logger_cfg, {"csv": {"version": _unused_version(out / "csv", "resumed")}})
     loggers = build_loggers(logger_cfg)
     callbacks = build_callbacks(cfg) + list(extra_callbacks)
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, default_root_dir=str(out))
+    trainer = _build_trainer(cfg, callbacks, loggers, out)
+    if resume_checkpoint is not None and writer:  # every check passed: the resumed part is running
+        if owner is not None:
+            owner.own()
+        record.write(out)
     for lg in loggers:
         lg.log_hyperparams(resolved)
 

@@ -37,37 +37,51 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
 
 
 def jobs_from_command_line(argv: list[str]) -> list[list[str]] | None:
-    """The jobs of a ``python -m bench [-m] ...`` command line (one for a single run), or None when
-    it names another sweeper or Hydra flags this check does not follow (Hydra then reports alone)."""
+    """The jobs of a ``python -m bench [-m] ...`` command line (one for a single run), each with the
+    command's Hydra settings, or None when it names another sweeper or Hydra flags this check does
+    not follow (Hydra then reports alone).
+
+    Raises:
+        BenchError: an override does not parse (one line, instead of Hydra's grammar page).
+    """
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from bench.errors import BenchError
 
     args = argv[1:]
     overrides = [a for a in args if a not in ("-m", "--multirun")]
     if any(a.startswith("-") for a in overrides) or any(a.lstrip("+~").startswith("hydra/sweeper") for a in overrides):
         return None
-    job_overrides = [a for a in overrides if not a.lstrip("+~").startswith("hydra")]
-    try:
-        parsed = OverridesParser.create().parse_overrides(job_overrides)
-    except Exception:
-        return None  # Hydra says what does not parse
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_overrides([override])
+        except Exception as exc:
+            first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+            raise BenchError(f"{override!r} is no override Hydra can read ({first}); write key=value, quoting "
+                             "a value with spaces or brackets ('key=[1,2]', key='a b')") from None
+    if not any(a in ("-m", "--multirun") for a in args):
+        return [overrides]
+    hydra = [a for a in overrides if a.lstrip("+~").startswith("hydra")]
+    parsed = parser.parse_overrides([a for a in overrides if a not in hydra])
+    return [[*job, *hydra] for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
 def _why(exc: BaseException) -> str:
     """One line for a job's error: a missing option names the options its group has."""
     import re
 
-    from bench.composition import config_groups
     from bench.errors import find_user_error
 
     error = find_user_error(exc) or exc
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    missing = re.search(r"Could not find '([\w/]+)/([^']+)'", lines[0]) if lines else None
-    if missing and missing.group(1) in config_groups():
-        group = missing.group(1)
-        return (f"{group}={missing.group(2)} is not an option of conf/{group}/; choose one of "
-                f"{', '.join(sorted(config_groups()[group]))}")
+    text = str(error)
+    missing = re.search(r"Could not find '([\w/]+)/([^']+)'", text)
+    options = re.search(r"Available options in '([\w/]+)':\n((?:\t[^\n]*\n?)+)", text)
+    if missing and options:
+        choices = ", ".join(o.strip() for o in options.group(2).splitlines() if o.strip())
+        return f"{missing.group(1)}={missing.group(2)} is not an option of {missing.group(1)}; choose one of {choices}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return "; ".join(line.rstrip(".") for line in lines[:2]) or type(error).__name__
 
 
@@ -90,7 +104,7 @@ def check_jobs(jobs: list[list[str]]) -> list[str]:
             try:
                 cfg: Any = compose([*job, "output_dir=unused"])
                 if not cfg.get("resume"):
-                    check_settings(cfg)
+                    check_settings(cfg, writes=False)  # where a job writes is checked where it runs
             except Exception as exc:
                 own = [o for o in job if o not in shared] or job
                 problems.append(f"job {number} ({' '.join(own)}): {_why(exc)}")

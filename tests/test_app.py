@@ -39,7 +39,7 @@ def test_unknown_option_lists_the_available_ones(tmp_path, run_cli):
     proc = run_cli(["loss=nope"], cwd=tmp_path)
     assert proc.returncode != 0
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1  # one line, not Hydra's page
-    assert "error: loss=nope is not an option of conf/loss/; choose one of advinfonce, approxndcg, bce, bpr" in \
+    assert "error: loss=nope is not an option of loss; choose one of advinfonce, approxndcg, bce, bpr" in \
         proc.stderr
 
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bench.errors import BenchError
+from bench.errors import BenchError, FolderTaken
 from bench.results.io import atomic_write_bytes
-from bench.results.schema import RUN_ARTIFACTS
+from bench.results.schema import RESULTS_FILE, RUN_ARTIFACTS
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,46 @@ def check_no_links(folder: Path) -> None:
     """
     root_dir = folder.resolve()
     for root, dirs, files in os.walk(folder, followlinks=False):
+        if Path(root) == folder and OTHERS_OWN in dirs and not (folder / OTHERS_OWN).is_symlink():
+            dirs.remove(OTHERS_OWN)  # W&B's own tree: it links its cache logs in, and the run writes nothing there
         for name in sorted(dirs + files):
             path = Path(root) / name
             if path.is_symlink() and not path.resolve().is_relative_to(root_dir):
                 raise BenchError(f"{path} is a symbolic link out of the run's folder (to {os.readlink(path)}); a run "
                                  "writes only inside its own folder: replace the link with a plain file or folder, "
                                  "or choose another output folder")
+
+
+#: a folder another program keeps inside a run folder, links of its own included (W&B's)
+OTHERS_OWN = "wandb"
+
+
+def enclosing_run(path: Path) -> Path | None:
+    """The run folder ``path`` lies in or is (the nearest folder above it holding a ``results.json``),
+    by names, not through links."""
+    path = Path(os.path.abspath(path))
+    return next((p for p in (path, *path.parents) if (p / RESULTS_FILE).is_file()), None)
+
+
+def check_not_inside_a_run(folder: Path) -> None:
+    """Refuse a run folder that lies inside another run's folder (a new run there would be cleared
+    with that run's files, or clear them).
+
+    Raises:
+        FolderTaken: naming the run folder above.
+    """
+    above = enclosing_run(Path(os.path.abspath(folder)).parent)
+    if above is not None:
+        raise FolderTaken(f"{folder} lies inside the run folder {above}; a run folder holds one run: choose a "
+                          "folder outside it")
+
+
+def check_holds_no_other_run(folder: Path) -> None:
+    """Refuse a run folder that holds another run's folder somewhere below it (a new run would clear
+    it with its own earlier files)."""
+    inner = next((p.parent for p in folder.glob(f"*/**/{RESULTS_FILE}")), None)
+    if inner is not None:
+        raise FolderTaken(f"{folder} holds another run's folder ({inner}); choose another output folder")
 
 
 #: the temporary files bench's atomic writes leave when killed mid-write (kill -9 runs no clean-up)
@@ -169,8 +203,10 @@ def writing_into(run_dir: Path, out: Path) -> Iterator[None]:
     """
     from bench.results.lock import RunLock
 
-    inside = Path(os.path.abspath(out)).is_relative_to(os.path.abspath(run_dir))
-    with RunLock(run_dir, resuming=True) if inside else nullcontext():
-        if inside:
-            check_no_links(run_dir)
+    # the folder of whichever run ``out`` lies in: this run's, or another's (--out into it)
+    owner = enclosing_run(out) or (run_dir if Path(os.path.abspath(out)).is_relative_to(os.path.abspath(run_dir))
+                                   else None)
+    with RunLock(owner, resuming=True) if owner is not None else nullcontext():
+        if owner is not None:
+            check_no_links(owner)
         yield

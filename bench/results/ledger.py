@@ -152,7 +152,8 @@ def read_ledger(path: Path) -> list[dict[str, object]]:
             except ValueError as exc:
                 raise BenchError(f"{path}, line {line}: {exc}; fix or delete that row") from None
     except csv.Error as exc:
-        raise BenchError(f"{path}, line {reader.line_num}: not a CSV row ({exc}); fix or delete that row") from None
+        # the reader fails before it counts the line it could not read
+        raise BenchError(f"{path}, line {reader.line_num + 1}: not a CSV row ({exc}); fix or delete that row") from None
     return rows
 
 

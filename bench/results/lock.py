@@ -70,13 +70,15 @@ class RunLock:
         folder: the run's output folder.
         force: take the folder even if it holds a completed run.
         resuming: the run continues the folder's own run (a completed record is expected).
+        claim: name this process in the lock file at once; False leaves that to :meth:`claim`, once
+            the caller's own checks have passed (until then a refusal changes nothing in the folder).
     Raises:
         FolderTaken: another live process holds the folder, or it holds a completed run
             (without ``force``/``resuming``).
         BenchError: the folder cannot be made or written.
     """
 
-    def __init__(self, folder: str | Path, force: bool = False, resuming: bool = False) -> None:
+    def __init__(self, folder: str | Path, force: bool = False, resuming: bool = False, claim: bool = True) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_FILE
         self.held = False
@@ -86,15 +88,16 @@ class RunLock:
         except OSError as exc:
             raise BenchError(f"cannot create the output folder {self.folder}: {exc.strerror or exc}; choose another "
                              "one (hydra.run.dir=...)") from exc
-        created = self._acquire()
+        self._created = self._acquire()
+        self._claimed = False
         try:
             if not (force or resuming):
                 self._refuse_completed()
         except BaseException:
-            # a refused run leaves the folder as it found it, a dead holder's lock file included
-            self._close(unlink=created)
+            self.release()
             raise
-        self._claim()
+        if claim:
+            self.claim()
 
     def _refuse_completed(self) -> None:
         if not (self.folder / RESULTS_FILE).is_file():
@@ -152,21 +155,21 @@ class RunLock:
             return created
         raise FolderTaken(f"{self.folder} is being locked and unlocked by other processes; retry")
 
-    def _claim(self) -> None:
-        """Name this process in the lock file: the folder is its now."""
+    def claim(self) -> None:
+        """Name this process in the lock file: the folder is its now. Until then a refusal leaves
+        the folder as it found it, a dead holder's lock file included."""
         assert self._fd is not None
         os.ftruncate(self._fd, 0)
         os.write(self._fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
+        self._claimed = True
 
-    def _close(self, unlink: bool) -> None:
+    def release(self) -> None:
         if self.held and self._fd is not None:
-            if unlink:  # while still holding: a process that opened the old file finds it gone and retries
+            if self._created or self._claimed:
+                # while still holding: a process that opened the old file finds it gone and retries
                 self.path.unlink(missing_ok=True)
             os.close(self._fd)
         self._fd, self.held = None, False
-
-    def release(self) -> None:
-        self._close(unlink=True)
 
     def __enter__(self) -> RunLock:
         return self

@@ -31,6 +31,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: use a number > 0")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = one_line_usage_errors(argparse.ArgumentParser(prog="python -m bench.thresholds", description=__doc__,
                                                            formatter_class=argparse.RawDescriptionHelpFormatter))
@@ -42,18 +53,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=positive_int, default=4096,
                         help="users sampled (fixed seed) on large data sets")
     parser.add_argument("--negatives", type=positive_int, help="N (default: the run's loss.n_negatives)")
-    parser.add_argument("--tau-w", type=float, help="for the gap column (default: the run's loss.tau_w, else 1)")
+    parser.add_argument("--tau-w", type=positive_float,
+                        help="for the gap column (default: the run's loss.tau_w, else 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="default: RUN/threshold_study")
     args = parser.parse_args(argv)
     out = args.out or args.run / "threshold_study"
     try:
+        if out.exists() and not out.is_dir():
+            raise BenchError(f"--out {out} is a file; the study writes a folder of files: choose a folder")
         res = RunResult.read(args.run)
         if res.status != COMPLETED:
             raise BenchError(f"{args.run} is not a completed run (status {res.live_status()}); study a run that "
                              "finished training and testing")
         setup = load_setup(args.run, args.checkpoint, args.cache_from, args.users, args.negatives, args.tau_w,
                            args.seed)
+        if max(args.ks) > setup.train_data.n_items:
+            raise BenchError(f"--ks {max(args.ks)} exceeds the run's {setup.train_data.n_items} items; a top-K "
+                             "threshold needs K below the catalogue's size")
         table, ranks = run_study(setup, tuple(args.ks), tuple(args.estimators))
         md = to_markdown(table, setup.label)
         with writing_into(args.run, out):

@@ -239,14 +239,25 @@ def test_a_crafted_ledger_is_refused_in_one_line(tmp_path):
 def test_bad_options_of_the_reading_commands_are_one_line(tmp_path, run_cli, tiny):
     proc = run_cli([*tiny, "logger=none", "trainer.max_epochs=1", "hydra.run.dir=run"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for module, args, text in (
+    for module, args, text in (  # each: exit 2, at most 3 lines, no traceback
             ("bench.report", ["run", "--confidence", "-1", "--no-plots"], "--confidence -1.0 / --alpha 0.05"),
             ("bench.report", ["run", "--out", "run/results.json", "--no-plots"],
              "is a file; the report writes a folder"),
             ("bench.thresholds", ["run", "--ks", "0"], "argument --ks: 0 is out of range"),
             ("bench.thresholds", ["run", "--ks", "5", "--users", "0"], "argument --users: 0 is out of range"),
-            ("bench", [*tiny, "model=nonexist", "hydra.run.dir=x"], "model=nonexist is not an option of conf/model/"),
-            ("bench", [*tiny, "hydra.output_subdir=.hydra", "hydra.run.dir=run"], "bench writes .hydra/ itself")):
+            ("bench", [*tiny, "model=nonexist", "hydra.run.dir=x"],
+             "model=nonexist is not an option of model; choose one of gnn,"),
+            ("bench", [*tiny, "hydra.output_subdir=.hydra", "hydra.run.dir=run"], "bench writes .hydra/ itself"),
+            ("bench", [*tiny, "+hydra.job_logging.root.level=DEBUG", "hydra.run.dir=run"], "bench writes bench.log"),
+            ("bench", [*tiny, "dataset.n_users=[1"], "is no override Hydra can read"),
+            ("bench", [*tiny, "hydra/launcher=nope"], "hydra/launcher=nope is not an option of hydra/launcher"),
+            ("bench", [*tiny, "hydra.run.dir=run/results.json"], "hydra.run.dir=run/results.json is a file"),
+            ("bench", ["resume="], "resume= needs a run folder"),
+            ("bench", [*tiny, "trainer.devices=0", "hydra.run.dir=d0"], "the trainer refused its settings"),
+            ("bench.thresholds", ["run", "--ks", "5", "--out", "run/results.json"],
+             "is a file; the study writes"),
+            ("bench.thresholds", ["run", "--ks", "500"], "--ks 500 exceeds the run's 80 items"),
+            ("bench.thresholds", ["run", "--ks", "5", "--tau-w", "-1"], "argument --tau-w: -1.0 is out of range")):
         proc = run_cli(args, tmp_path, module=module)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (module, args, proc.stderr[-1500:])
         lines = [line for line in proc.stderr.splitlines() if line.strip()]

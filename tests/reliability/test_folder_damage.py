@@ -249,3 +249,55 @@ def test_a_run_is_not_resumed_under_other_kernels(run_dir, run_cli, tmp_path, mo
     one_line_error(proc, "under other kernels (cpu_capability AVX2 then, AVX512 now")
     assert {k: v for k, v in snapshot(run_dir).items() if str(k) != "bench.log"} == \
         {k: v for k, v in before.items() if str(k) != "bench.log"}
+
+
+def test_a_refused_resume_keeps_the_record_the_lock_file_and_the_earlier_logs(run_dir, run_cli, tmp_path):
+    (run_dir / ".lock").write_text('{"pid": 999999, "host": "gone"}')  # a killed holder's
+    before = snapshot(run_dir)
+    for args, text in ((["trainer.max_epochs=4", "trainer.devices=0"], "the trainer refused its settings"),
+                       (["trainer.max_epochs=2"], "would shorten")):
+        proc = run_cli([f"resume={run_dir}", *args], tmp_path)
+        one_line_error(proc, text)
+        after = {k: v for k, v in snapshot(run_dir).items() if str(k) != "bench.log"}
+        assert after == {k: v for k, v in before.items() if str(k) != "bench.log"}
+    assert RunResult.read(run_dir).status == "completed"
+    # two resumes that extend it: each part's CSV log is kept
+    for epochs in (4, 5):
+        assert run_cli([f"resume={run_dir}", f"trainer.max_epochs={epochs}"], tmp_path).returncode == 0
+    assert sorted(p.name for p in (run_dir / "csv").iterdir() if p.is_dir()) == ["resumed", "resumed-2"]
+
+
+def test_runs_are_never_nested_and_a_sweep_is_never_put_into_a_run(run_dir, tiny, run_cli, tmp_path):
+    before = snapshot(run_dir)
+    one_line_error(run_cli([*tiny, f"hydra.run.dir={run_dir / 'checkpoints'}"], tmp_path),
+                   "lies inside the run folder")
+    one_line_error(run_cli(["-m", *tiny, "seed=0", f"hydra.sweep.dir={run_dir}"], tmp_path), "is a run's folder")
+    assert snapshot(run_dir) == before
+    outer = tmp_path / "outer"
+    shutil.copytree(run_dir, outer / "checkpoints")
+    one_line_error(run_cli([*tiny, f"hydra.run.dir={outer}"], tmp_path), "holds another run's folder")
+    assert (outer / "checkpoints" / "results.json").is_file()
+
+
+def test_writes_through_relative_places_and_into_other_runs_are_refused(run_dir, tiny, run_cli, tmp_path,
+                                                                       folder_holder):
+    work = tmp_path / "work"
+    work.mkdir()
+    for setting in ("callbacks.last_checkpoint.dirpath=relck", "callbacks.results.dirpath=relres"):
+        one_line_error(run_cli([*tiny, setting, f"hydra.run.dir={tmp_path / 'new'}"], work), "would write outside")
+    assert list(work.iterdir()) == []
+    # a record's block value naming a place is refused like the key itself
+    crafted = tmp_path / "crafted"
+    shutil.copytree(run_dir, crafted)
+    res = json.loads((crafted / "results.json").read_text())
+    res["overrides"].append("callbacks.last_checkpoint={dirpath:relck}")
+    (crafted / "results.json").write_text(json.dumps(res))
+    one_line_error(run_cli([f"resume={crafted}", "trainer.max_epochs=4"], work), "says where files are written")
+    assert list(work.iterdir()) == []
+    # --out into another run's folder, live: refused under that run's lock
+    live = tmp_path / "live"
+    shutil.copytree(run_dir, live)
+    with folder_holder(live, resuming=True) as holder:
+        proc = run_cli([str(run_dir), "--out", str(live / "export2")], tmp_path, module="bench.export")
+        one_line_error(proc, f"in use by process {holder.pid}")
+    assert not (live / "export2").exists()

@@ -56,3 +56,32 @@ def test_the_log_is_held_until_the_folder_is_the_runs_then_written_there(tmp_pat
         assert not any(isinstance(h, logging.handlers.MemoryHandler) for h in root.handlers)
     finally:
         root.setLevel(level)
+
+
+def test_wandbs_own_links_are_its_own_but_wandb_itself_may_not_lead_out(tmp_path):
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    (run / "wandb" / "offline-run-1" / "logs").mkdir(parents=True)
+    outside.mkdir()
+    # W&B links its cache's log in, and a saved file back to the run's: neither is written through by the run
+    (run / "wandb" / "offline-run-1" / "logs" / "debug-core.log").symlink_to(outside / "core.log")
+    check_no_links(run)
+    elsewhere = tmp_path / "run2"
+    elsewhere.mkdir()
+    (elsewhere / "wandb").symlink_to(outside)
+    with pytest.raises(BenchError, match=r"run2/wandb is a symbolic link out of the run's folder"):
+        check_no_links(elsewhere)
+
+
+def test_nested_run_folders_are_refused_both_ways(tmp_path):
+    from bench.errors import FolderTaken
+    from bench.results import RunResult
+    from bench.results.folder import check_holds_no_other_run, check_not_inside_a_run
+
+    RunResult(status="completed", run_dir=tmp_path / "outer").write()
+    with pytest.raises(FolderTaken, match=r"outer/checkpoints lies inside the run folder .*outer"):
+        check_not_inside_a_run(tmp_path / "outer" / "checkpoints")
+    RunResult(status="completed", run_dir=tmp_path / "P" / "checkpoints").write()
+    with pytest.raises(FolderTaken, match=r"P holds another run's folder \(.*P/checkpoints\)"):
+        check_holds_no_other_run(tmp_path / "P")
+    check_not_inside_a_run(tmp_path / "fresh" / "run")
+    check_holds_no_other_run(tmp_path / "outer")  # its own results.json is no other run's
