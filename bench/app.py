@@ -19,9 +19,9 @@ from bench.errors import BenchError, find_user_error
 from bench.evaluation.per_edge import format_per_edge
 from bench.evaluation.sampled import format_sampled
 from bench.experiments import apply_per_loss
-from bench.results import CHECKPOINT_DIR, RESULTS_FILE, RunResult, override_key
-from bench.results.folder import RunLog, log_other_rank, write_command_record
-from bench.results.resumable import override_value
+from bench.records import CHECKPOINT_DIR, RESULTS_FILE, RunResult, override_key
+from bench.records.folder import RunLog, log_other_rank, write_command_record
+from bench.resumable import override_value
 from bench.run import NothingToResume, format_metrics_table, train_and_test
 
 log = logging.getLogger("bench")
@@ -153,7 +153,7 @@ def _override_value_text(override: str) -> str | None:
 
 
 #: Hydra settings that would write into the run folder before the run knows it is its own
-#: (bench writes .hydra/ and bench.log itself once it is: bench/results/folder.py)
+#: (bench writes .hydra/ and bench.log itself once it is: bench/records/folder.py)
 EARLY_WRITERS = {"hydra.output_subdir": "bench writes .hydra/ itself once the folder is the run's",
                  "hydra/job_logging": "bench writes bench.log itself once the folder is the run's"}
 

@@ -26,26 +26,21 @@ from omegaconf import DictConfig, OmegaConf
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
 from bench.errors import BenchError
 from bench.experiments import apply_per_loss
-from bench.results.resumable import override_value
-from bench.results.schema import RESULTS_FILE, RunResult, override_key
+from bench.records.configuration import (
+    MACHINE_KEYS,
+    NOT_COMPARED,
+    is_extending,
+    override_key,
+    supersede,
+)
+from bench.records.schema import RESULTS_FILE, RunResult
+from bench.resumable import override_value
 
 log = logging.getLogger(__name__)
 _ABSENT = object()
 
 #: the repository's conf/ (absolute: under ``python -m`` a relative path would be read as a package)
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
-
-#: overrides that only say where a run writes or how it logs; a resume may change them
-WHERE_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "force", "logger"})
-WHERE_PREFIXES = ("hydra", "logger.", "callbacks.")
-#: overrides a resume may add: they extend the same experiment without changing it
-EXTENDING_KEYS = frozenset({"trainer.max_epochs", "trainer.enable_progress_bar", "trainer.accelerator",
-                            "trainer.devices", "eval.max_scores"}) | WHERE_KEYS
-
-#: config entries whose values may differ between the original run and its rebuilt config
-#: (where files go, how progress shows), compared nowhere else
-_NOT_COMPARED = ("output_dir", "data_dir", "cache_dir", "resume", "force", "callbacks", "logger", "hydra")
-
 
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """The app's config for these overrides, outside the command line (scripts, notebooks,
@@ -167,27 +162,13 @@ def check_replayable(overrides: Iterable[str], source: object) -> None:
                              "replayed as code: start a new run, or pass that override yourself if you trust it")
 
 
-def is_extending(override: str) -> bool:
-    """May a resume add this override (it changes where or how long, not what is learned)?"""
-    key = override_key(override)
-    return key in EXTENDING_KEYS or key.startswith(WHERE_PREFIXES)
-
-
-def supersede(recorded: Iterable[str], extra: Sequence[str]) -> list[str]:
-    """``recorded`` overrides without those an ``extra`` one replaces (of its key or a key below
-    it: ``+callbacks.x=null`` drops every recorded ``callbacks.x...``), then ``extra``."""
-    keys = {override_key(o) for o in extra}
-    return [o for o in recorded
-            if not any(override_key(o) == k or override_key(o).startswith(k + ".") for k in keys)] + list(extra)
-
-
 def _plain(cfg: Any, path: str = "") -> dict[str, Any]:
-    """Flatten a resolved config to {dotted key: value}, without the entries of _NOT_COMPARED."""
+    """Flatten a resolved config to {dotted key: value}, without the entries of NOT_COMPARED."""
     out: dict[str, Any] = {}
     if isinstance(cfg, dict):
         for k, v in cfg.items():
             key = f"{path}.{k}" if path else str(k)
-            if str(k) in _NOT_COMPARED or str(k).endswith(("data_dir", "cache_dir")):
+            if str(k) in NOT_COMPARED or str(k).endswith(("data_dir", "cache_dir")):
                 continue
             out.update(_plain(v, key))
     elif isinstance(cfg, list):
@@ -271,7 +252,7 @@ def recompose_run(res: RunResult, output_dir: str | Path, extra: Iterable[str] =
     if refused:
         raise BenchError(f"resume continues the same experiment, and {' '.join(refused)} would change it; "
                          "start a new run for that (allowed with resume=: trainer.max_epochs, logger, devices)")
-    kept = [o for o in res.job_overrides if override_key(o) not in WHERE_KEYS and not o.startswith("hydra")]
+    kept = [o for o in res.job_overrides if override_key(o) not in MACHINE_KEYS and not o.startswith("hydra")]
     extra_keys = {override_key(o) for o in extra}
     replayed = supersede(kept, extra)
     # the record's own overrides are untrusted; those typed now (extra) are the user's

@@ -13,7 +13,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from bench.errors import ConfigError
-from bench.results.schema import variant_suffix
+from bench.records.configuration import variant_suffix
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ WANDB_HOST = "api.wandb.ai"
 
 def run_variant(overrides: list[str] | None = None) -> str:
     """The W&B group suffix of a run: its overrides that make a configuration of their own
-    (``-loss.tau=0.1``; see :func:`bench.results.variant_overrides`), or a digest when long.
+    (``-loss.tau=0.1``; see :func:`bench.records.variant_overrides`), or a digest when long.
 
     Without ``overrides``, reads those of the current Hydra job (none outside Hydra).
     """

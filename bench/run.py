@@ -25,7 +25,6 @@ from omegaconf import DictConfig, OmegaConf
 import bench.resolvers  # noqa: F401  (the ${bench_...:} resolvers the config uses)
 from bench.allocator import retain_freed_memory
 from bench.composition import check_writes_inside
-from bench.datasets.identity import data_identity, short
 from bench.datasets.noise import check_noise, load_dataset
 from bench.datasets.provenance import recording as recording_data_files
 from bench.determinism import digits_record
@@ -37,18 +36,20 @@ from bench.loggers import build_loggers
 from bench.losses import LOSSES
 from bench.models import MODELS
 from bench.parallel import place_current_job
-from bench.results import COMPLETED, FAILED, RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
-from bench.results.callbacks import code_version, hardware_info, host_info, now_iso
-from bench.results.folder import (
+from bench.records import COMPLETED, FAILED, RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
+from bench.records.folder import (
     check_holds_no_other_run,
     check_no_links,
     check_not_inside_a_run,
     clear_previous_run,
     remove_stale_temporaries,
 )
-from bench.results.io import load_checkpoint
-from bench.results.lock import RunLock
-from bench.results.schema import DIVERGED, SWEEP_ID_ENV
+from bench.records.identity import data_identity, short
+from bench.records.io import load_checkpoint
+from bench.records.lock import RunLock
+from bench.records.provenance import code_version, hardware_info, host_info, now_iso
+from bench.records.schema import DIVERGED, SWEEP_ID_ENV
+from bench.step import NEGATIVE_MODES
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.ltr import LtrDataModule, LtrModule
 from bench.tasks.module import RankingModule
@@ -160,7 +161,7 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
     sampled_seed = cfg.eval.get("sampled_seed", 0)
     sampled = check_sampled(cfg.eval.get("sampled_negatives"), sampled_seed)
     datamodule = task.datamodule(data, seed=seed, batch_size=int(cfg.train.batch_size), ks=tuple(cfg.eval.ks),
-                                 max_scores=int(cfg.eval.max_scores), ties=str(cfg.eval.get("ties", "expected")),
+                                 max_scores=int(cfg.eval.max_scores), ties=str(cfg.eval.ties),
                                  test_masks_valid=bool(cfg.eval.get("test_masks_valid", True)),
                                  sampled_negatives=sampled, sampled_seed=int(sampled_seed), **extra)
     if sampled and not isinstance(datamodule, RankingDataModule):  # a task that ignores it would report nothing
@@ -195,7 +196,7 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
     """Train and test one configuration; write ``results.json`` in ``cfg.output_dir``.
 
     The folder is touched only once it is this run's: settings are checked first, then the folder
-    is locked (:class:`~bench.results.lock.RunLock`: refused while another process holds it, or
+    is locked (:class:`~bench.records.lock.RunLock`: refused while another process holds it, or
     when it holds a completed or resumable run and neither ``force=true`` nor ``resume=`` says
     otherwise), checked for links, and cleared of an earlier run's files (a new run) or checked
     to be resumable (a resume). A failure after that is recorded in the run's own
@@ -210,7 +211,7 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
         on_owned: called with the folder once it is this run's, before anything is written (the
             command line opens ``bench.log`` and writes ``.hydra/`` there).
     Returns:
-        the completed :class:`~bench.results.RunResult`.
+        the completed :class:`~bench.records.RunResult`.
     Raises:
         NothingToResume: a resume of a completed run with no more epochs to train.
     """
@@ -386,7 +387,9 @@ def check_settings(cfg: DictConfig, writes: bool = True) -> None:
     """
     validate(cfg)
     check_monitor(cfg)
-    check_mode(str(cfg.eval.get("ties", "expected")))
+    check_mode(str(cfg.eval.ties))
+    if cfg.train.negatives not in NEGATIVE_MODES:
+        raise ConfigError(f"train.negatives={cfg.train.negatives} is not a mode; use {' or '.join(NEGATIVE_MODES)}")
     _check_strategy(cfg)
     if writes:
         check_writes_inside(cfg)
@@ -451,9 +454,8 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
         module = LtrModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed, divergence_factor=divergence)
     else:
         module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
-                               negatives=str(cfg.train.get("negatives", "per_pair")),
-                               shared_groups=int(cfg.train.get("shared_groups", 1)),
-                               distinct_negatives=bool(cfg.train.get("distinct_negatives", False)),
+                               negatives=str(cfg.train.negatives), shared_groups=int(cfg.train.shared_groups),
+                               distinct_negatives=bool(cfg.train.distinct_negatives),
                                divergence_factor=divergence)
 
     if resume_checkpoint is not None:

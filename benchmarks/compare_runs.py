@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.results import CHECKPOINT_DIR, RunResult
+from bench.records import CHECKPOINT_DIR, RunResult
 
 
 def _same_checkpoint(a: Path, b: Path) -> bool:

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.report.runs import RunRecord, assign_labels, from_directories
+from bench.collect import from_directories
+from bench.records import COMPLETED, RunResult, find_runs
+from bench.report.runs import RunRecord, assign_labels
 from bench.report.stats import compare, interval
-from bench.results import COMPLETED, RunResult, find_runs
 from bench.thresholds import ESTIMATORS
 
 

@@ -12,7 +12,7 @@ Three stages, each resumable (completed runs are kept, so a stage can be spread 
    the other way round.
 2. ``final``: each loss with its chosen setting on every fold and seed (5 x 3 by default). Every
    finished run goes into a committed ledger (``--ledger``, default ``benchmarks/results/ltr``:
-   ``<dataset>/final_<loss>_fold<k>.csv``, :mod:`bench.results.ledger`); a run the ledger holds is
+   ``<dataset>/final_<loss>_fold<k>.csv``, :mod:`bench.records.ledger`); a run the ledger holds is
    not run again, so the 15 runs of a loss can be spread over machines whose run folders are gone.
    Without the tuning run folders, the choice is read from the committed ``tuning.csv`` (the
    tuning stage's record, written by ``choose`` and by ``report``: run ``choose`` once a loss's tuning
@@ -43,10 +43,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bench.records import COMPLETED, RunResult, find_runs
+from bench.records.io import read_per_user
+from bench.records.ledger import ledger_row, read_ledger, update_ledger
 from bench.report.stats import holm, t_interval
-from bench.results import COMPLETED, RunResult, find_runs
-from bench.results.io import read_per_user
-from bench.results.ledger import finish_recorded, ledger_row, read_ledger, update_ledger
+from bench.resumable import finish_recorded
 
 METRIC = "ndcg@5"
 #: six settings per loss: the same tuning budget for each

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.report.runs import RunRecord, assign_labels, from_directories
+from bench.collect import from_directories
+from bench.records import COMPLETED, RunResult, find_runs
+from bench.report.runs import RunRecord, assign_labels
 from bench.report.stats import compare, interval, t_interval
-from bench.results import COMPLETED, RunResult, find_runs
 from bench.step import negatives_overrides
 
 MODES = ("per_pair", "shared")

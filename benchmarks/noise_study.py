@@ -22,7 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench.report.runs import RunRecord, from_directories  # noqa: E402
+from bench.collect import from_directories  # noqa: E402
+from bench.report.runs import RunRecord  # noqa: E402
 from bench.report.stats import compare, interval  # noqa: E402
 
 LABELS = {"sl": "SL", "slk": "SL@20"}

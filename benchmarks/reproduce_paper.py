@@ -12,7 +12,7 @@ under the cell's), and a seed whose run was killed is resumed from its ``last.ck
 is still here, so a long reproduction can be spread over several sessions. Every finished
 seed is also written to the cell's ledger (``--ledger``, default ``benchmarks/results/reproduce``:
 ``<cell>/runs.csv``, one row per seed with its setting, data digest, commit and test metrics;
-:mod:`bench.results.ledger`), which is committed: seeds run on another machine, whose run folders
+:mod:`bench.records.ledger`), which is committed: seeds run on another machine, whose run folders
 are gone, still count, and the cell's summary (``summary.csv``, ``vs_paper.md``) pools every seed
 the ledger holds. ``--baseline CELL`` adds each cell's paired comparison with that cell (seed-paired
 over the ledgers' common seeds, and per user where both cells' run folders are here).
@@ -35,13 +35,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from bench.analysis.checkpoints import retest
 from bench.app import CONFIG_DIR, compose
 from bench.errors import BenchError, ConfigError
-from bench.report.checkpoints import retest
-from bench.report.runs import from_results
-from bench.report.stats import compare, paired_seed_test, t_interval
-from bench.results import CHECKPOINT_DIR, COMPLETED, INTERRUPTED, RunResult, find_runs
-from bench.results.ledger import (
+from bench.records import CHECKPOINT_DIR, COMPLETED, INTERRUPTED, RunResult, find_runs
+from bench.records.ledger import (
     LEDGER_FILE,
     ledger_row,
     ledger_values,
@@ -49,6 +47,8 @@ from bench.results.ledger import (
     read_ledger,
     update_ledger,
 )
+from bench.report.runs import from_results
+from bench.report.stats import compare, paired_seed_test, t_interval
 from bench.step import negatives_overrides
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from bench.report.checkpoints import load_model, run_config, run_datamodule
-from bench.results import COMPLETED, RunResult
+from bench.analysis.checkpoints import load_model, run_config, run_datamodule
+from bench.records import COMPLETED, RunResult
 
 
 def normaliser_sums(scores: torch.Tensor, users: torch.Tensor, items: torch.Tensor, tau: float,

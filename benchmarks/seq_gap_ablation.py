@@ -35,9 +35,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bench.records import RunResult
+from bench.records.ledger import read_ledger
 from bench.report.stats import t_interval
-from bench.results import RunResult
-from bench.results.ledger import finish_recorded, read_ledger
+from bench.resumable import finish_recorded
 
 BASE = ["task=seq", "model=sasrec", "dataset=ml100k-seq", "trainer.check_val_every_n_epoch=5", "logger=csv"]
 CELLS: dict[str, list[str]] = {

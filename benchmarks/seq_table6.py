@@ -2,7 +2,7 @@
 
 Three stages, each resumable run by run (a stage is rerun until it is done, across sessions). Every
 finished run goes into a committed ledger (``--ledger``, default beside the summary:
-``<dataset>/tune_<loss>.csv`` and ``final_<loss>.csv``, :mod:`bench.results.ledger`), which is what
+``<dataset>/tune_<loss>.csv`` and ``final_<loss>.csv``, :mod:`bench.records.ledger`), which is what
 the stages read: a run the ledger holds is not run again, and the choice of a tuned value and the
 report need no run folder, so the study can go on from machine to machine. A final run also leaves its per-user
 NDCG@20 and Hit@20 beside its row (``final_<loss>.per_user/seed<k>.npz``, kilobytes), so the per-user
@@ -40,10 +40,11 @@ import pandas as pd
 import yaml
 
 from bench.app import CONFIG_DIR, compose
+from bench.records import RunResult
+from bench.records.ledger import find_row, keep_per_user, kept_per_user, read_ledger
 from bench.report.runs import RunRecord, from_ledger
 from bench.report.stats import compare, holm, interval
-from bench.results import RunResult
-from bench.results.ledger import find_row, finish_recorded, keep_per_user, kept_per_user, read_ledger
+from bench.resumable import finish_recorded
 
 LOSSES = ("bce", "sl", "slk")
 NAMES = {"bce": "BCE", "sl": "SL", "slk": "SL@20"}

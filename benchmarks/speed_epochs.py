@@ -28,7 +28,7 @@ from pathlib import Path
 
 from reproduce_paper import CELLS
 
-from bench.results.io import read_json
+from bench.records.io import read_json
 
 
 def epoch_seconds(overrides: list[str], epochs: int, workdir: Path, digits: str | None = None) -> tuple[float, float]:

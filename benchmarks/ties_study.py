@@ -1,7 +1,7 @@
 """Does a comparison survive the tie rule? Finished runs tested again under every ``eval.ties`` rule.
 
 For each run (any folders holding completed runs; the loss is read from each run), the best
-checkpoint is tested again (``bench.report.checkpoints.retest``) under ``expected``,
+checkpoint is tested again (``bench.analysis.checkpoints.retest``) under ``expected``,
 ``lowest_id``, ``optimistic`` and ``pessimistic``; link-prediction runs also get the per-edge
 protocol's MRR. Writes, per metric, mean ± 95% CI over seeds for each loss and rule, and the
 second loss's change over the first with a paired t-test over seeds, per rule.
@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bench.analysis.checkpoints import load_model, retest, run_datamodule
 from bench.evaluation.per_edge import edge_summary
 from bench.evaluation.ties import TIE_MODES
-from bench.report.checkpoints import load_model, retest, run_datamodule
+from bench.records import COMPLETED, RunResult, find_runs
 from bench.report.stats import t_interval
-from bench.results import COMPLETED, RunResult, find_runs
 
 NAMES = {"sl": "SL", "slk": "SL@20"}
 

@@ -250,11 +250,11 @@ def benchmark_script() -> Callable[[str], object]:
 @pytest.fixture
 def folder_holder() -> Callable[..., contextmanager]:
     """``with folder_holder(folder, resuming=False) as proc:``: a separate process holds the folder's
-    lock (:class:`bench.results.lock.RunLock`) for the block, then is killed with -9, as a run would be."""
+    lock (:class:`bench.records.lock.RunLock`) for the block, then is killed with -9, as a run would be."""
 
     @contextmanager
     def hold(folder: Path, resuming: bool = False) -> Iterator[subprocess.Popen]:
-        code = ("import time\nfrom bench.results.lock import RunLock\n"
+        code = ("import time\nfrom bench.records.lock import RunLock\n"
                 f"lock = RunLock({str(folder)!r}, resuming={resuming})\nprint('held', flush=True)\ntime.sleep(300)")
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": str(REPO)})

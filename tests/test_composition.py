@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from bench.composition import compose, is_extending, recompose_run
 from bench.errors import BenchError
-from bench.results import RunResult
+from bench.records import RunResult
 
 
 @pytest.fixture

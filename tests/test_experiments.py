@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from bench.app import CONFIG_DIR, compose
 from bench.errors import ConfigError
-from bench.results import read_json
+from bench.records import read_json
 
 LOSSES_MD = Path(CONFIG_DIR).parent / "docs" / "losses.md"
 EXPERIMENTS = sorted((Path(CONFIG_DIR) / "experiment" / "paper").glob("table2_*.yaml"))

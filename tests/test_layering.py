@@ -1,6 +1,8 @@
 """The package's layering (README "Layout"): every ``bench`` import points to the importing
-module's own layer or a lower one, and the top-level units import each other without a circle.
-Imports are read from the source (inside functions and ``TYPE_CHECKING`` blocks too)."""
+module's own layer or a lower one, the top-level units import each other without a circle, and
+no module imports another that (through the imports that run when a module loads) imports it
+back. Imports are read from the source (inside functions and ``TYPE_CHECKING`` blocks too, for
+the layers; the imports that run at load, for the circles between modules)."""
 
 from __future__ import annotations
 
@@ -15,13 +17,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bench"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("bench.errors", "bench.determinism", "bench.registry", "bench.experiments", "bench.parallel",
                 "bench.allocator", "bench.distributed", "bench.validation")),
+    ("records", ("bench.records",)),
     ("data", ("bench.datasets", "bench.sampling", "bench.contracts")),
     ("model/loss", ("bench.evaluation", "bench.models", "bench.thresholds", "bench.losses")),
     ("step", ("bench.step",)),
     ("task", ("bench.tasks",)),
-    ("results", ("bench.results",)),
-    ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep")),
-    ("report", ("bench.report", "bench.export")),
+    ("report", ("bench.report",)),
+    ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep", "bench.resumable",
+             "bench.collect")),
+    ("analysis", ("bench.analysis", "bench.export")),
     ("command line", ("bench.app", "bench", "bench.__main__")),
 ]
 #: inside the model/loss layer, the order of its parts (losses use estimators and ranks)
@@ -112,3 +116,53 @@ def test_models_and_losses_meet_only_in_the_contracts():
             assert not targets & {"bench.losses", "bench.thresholds"}, module
         if _unit(module) in ("bench.losses", "bench.thresholds"):
             assert "bench.models" not in targets, module
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The ``bench`` modules a file imports when it loads (top-level statements, ``TYPE_CHECKING``
+    blocks left out), each resolved to the module itself where ``from package import module``."""
+    out = set()
+    tree = ast.parse(path.read_text(), str(path))
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(sub, ast.Import):
+                out |= {a.name for a in sub.names if a.name.split(".")[0] == "bench"}
+            elif isinstance(sub, ast.ImportFrom) and sub.module and sub.module.split(".")[0] == "bench":
+                for alias in sub.names:
+                    candidate = f"{sub.module}.{alias.name}"
+                    is_module = any(_module_name(p) == candidate for p in SOURCES)
+                    out.add(candidate if is_module else sub.module)
+    return out
+
+
+def test_no_import_circle_between_modules():
+    """Module by module, not only unit by unit: a circle inside a unit (the lock and the schema
+    importing each other) makes the import order decide what exists when."""
+    graph = {_module_name(p): _module_level_imports(p) - {_module_name(p)} for p in SOURCES}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        if state.get(module) == 1:
+            raise AssertionError("import circle: " + " -> ".join([*trail[trail.index(module):], module]))
+        if state.get(module) == 2 or module not in graph:
+            return
+        state[module] = 1
+        for nxt in sorted(graph[module]):
+            visit(nxt, [*trail, module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_the_report_reads_records_and_never_a_checkpoint():
+    """The report reads records (results, ledgers, per-user files); whatever loads a checkpoint or
+    builds data sits above it (bench.analysis)."""
+    for path in sorted((PACKAGE / "report").rglob("*.py")):
+        if path.name == "__main__.py":
+            continue
+        units = {_unit(t) for t in _imports(path)}
+        assert not units & {"bench.run", "bench.tasks", "bench.models", "bench.datasets", "bench.composition",
+                            "bench.analysis"}, (path, units)

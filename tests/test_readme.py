@@ -19,8 +19,8 @@ from bench.app import CONFIG_DIR
 from bench.app import compose as bench_compose
 from bench.evaluation import metrics_from_hits
 from bench.experiments import apply_per_loss
+from bench.records import RunResult
 from bench.registry import Registry
-from bench.results import RunResult
 from bench.run import train_and_test
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()

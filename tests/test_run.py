@@ -12,7 +12,7 @@ from bench.datasets import load_dataset, split_validation
 from bench.errors import TrainingDiverged
 from bench.evaluation import FullRankingEvaluator
 from bench.losses import LOSSES, RecLoss
-from bench.results import RunResult, read_json, read_per_user
+from bench.records import RunResult, read_json, read_per_user
 from bench.run import train_and_test
 
 pytestmark = pytest.mark.slow

@@ -22,13 +22,13 @@ from typing import IO
 import torch
 from torch import Tensor
 
+from bench.analysis.checkpoints import load_model, run_config
 from bench.errors import BenchError, storage_error
 from bench.evaluation import FullRankingEvaluator
 from bench.evaluation.metrics.ranking import rank_items
-from bench.report.checkpoints import load_model, run_config
-from bench.results import RunResult
-from bench.results.folder import writing_into
-from bench.results.schema import CHECKPOINT_DIR, COMPLETED
+from bench.records import RunResult
+from bench.records.folder import writing_into
+from bench.records.schema import CHECKPOINT_DIR, COMPLETED
 from bench.run import build_datamodule
 from bench.tasks.datamodule import RankingDataModule
 

@@ -7,11 +7,8 @@ here are discovered automatically. Formulas and switches: docs/losses.md.
 
 from typing import Any
 
-from bench.registry import Registry
-
-LOSSES: Registry = Registry("loss", package="bench.losses")
-
-from bench.losses.base import RecLoss  # noqa: E402
+from bench.losses.base import RecLoss
+from bench.losses.registry import LOSSES
 
 __all__ = ["LOSSES", "RecLoss", "build"]
 

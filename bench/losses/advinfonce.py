@@ -12,8 +12,8 @@ from torch import Tensor, nn
 
 from bench.contracts import LossBatch, Scorer, TrainData, score_candidates
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, logsumexp_negatives
+from bench.losses.registry import LOSSES
 
 ADV_SCORES = ("cosine", "dot")
 

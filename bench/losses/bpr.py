@@ -6,8 +6,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from bench.contracts import LossBatch
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss
+from bench.losses.registry import LOSSES
 
 
 def bpr_loss(pos: Tensor, neg: Tensor) -> Tensor:

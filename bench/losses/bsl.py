@@ -6,8 +6,8 @@ from torch import Tensor
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, logsumexp_negatives
+from bench.losses.registry import LOSSES
 
 
 def bsl_loss(pos: Tensor, neg: Tensor, tau1: float, tau2: float, valid: Tensor | None = None) -> Tensor:

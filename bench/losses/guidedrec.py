@@ -11,8 +11,9 @@ from torch import Tensor, nn
 
 from bench.contracts import LossBatch, Scorer
 from bench.errors import ConfigError
-from bench.losses import LOSSES, pointwise
+from bench.losses import pointwise
 from bench.losses.base import RecLoss
+from bench.losses.registry import LOSSES
 
 POS_WEIGHTS = ("balanced", "none")
 SURROGATES = ("mlp_nfm", "mlp")

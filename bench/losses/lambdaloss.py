@@ -17,9 +17,9 @@ from torch import Tensor
 from bench.contracts import LossBatch, TrainData
 from bench.errors import ConfigError
 from bench.evaluation.metrics import ideal_dcg, ranks_within
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, list_mean, mean_over_negatives
 from bench.losses.ndcg_surrogates import graded_gains, ideal_dcg_at
+from bench.losses.registry import LOSSES
 
 VARIANTS = ("paper", "reference_code")
 RANKS = ("exact", "sampled")

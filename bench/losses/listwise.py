@@ -30,8 +30,8 @@ from torch.utils.checkpoint import checkpoint
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, row_mean
+from bench.losses.registry import LOSSES
 
 TARGETS = ("linear", "softmax")
 POSITIONS = ("positives_only", "all")

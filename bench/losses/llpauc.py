@@ -11,8 +11,8 @@ from torch import Tensor, nn
 
 from bench.contracts import LossBatch, Scorer
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, mean_over_negatives
+from bench.losses.registry import LOSSES
 
 VARIANTS = ("paper", "reference_code")
 

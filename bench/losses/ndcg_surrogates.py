@@ -23,9 +23,9 @@ from torch.utils.checkpoint import checkpoint
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, list_mean
 from bench.losses.listwise import counted_lists
+from bench.losses.registry import LOSSES
 
 #: default element budgets of one chunk of rows: B_c * m * L for ApproxNDCG (one saved (B_c, m, L)
 #: tensor), B_c * L * L for NeuralNDCG (about 2 * iterations + 4 saved (B_c, L, L) tensors)

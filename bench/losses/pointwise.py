@@ -8,8 +8,8 @@ from torch import Tensor
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, row_mean
+from bench.losses.registry import LOSSES
 
 REDUCTIONS = ("mean", "sum")
 

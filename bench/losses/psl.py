@@ -10,8 +10,8 @@ from torch import Tensor
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, logsumexp_negatives
+from bench.losses.registry import LOSSES
 
 _TINY = 1e-12
 

@@ -11,8 +11,8 @@ from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
 from bench.datasets.base import CSR
 from bench.errors import ConfigError
 from bench.evaluation.metrics import ranks_within
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, list_mean
+from bench.losses.registry import LOSSES
 from bench.losses.softmax import graded_softmax_terms, softmax_terms
 from bench.thresholds import ThresholdEstimator, from_spec, kth_largest
 

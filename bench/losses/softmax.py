@@ -7,8 +7,8 @@ from torch import Tensor
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, list_mean, logsumexp_negatives
+from bench.losses.registry import LOSSES
 
 
 def softmax_terms(pos: Tensor, neg: Tensor, tau: float, self_term: bool = False,

@@ -21,8 +21,8 @@ from torch import Tensor
 
 from bench.contracts import LossBatch, SyncedRows, TrainData
 from bench.errors import ConfigError
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss
+from bench.losses.registry import LOSSES
 
 
 class _RowStats(NamedTuple):

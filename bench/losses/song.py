@@ -11,8 +11,8 @@ from torch import Tensor
 from bench.contracts import LossBatch, SyncedRows, TrainData
 from bench.errors import ConfigError
 from bench.evaluation.metrics import ideal_dcg
-from bench.losses import LOSSES
 from bench.losses.base import RecLoss, row_mean
+from bench.losses.registry import LOSSES
 from bench.thresholds import ThresholdEstimator, from_spec
 
 

@@ -7,16 +7,13 @@ plus ``conf/model/name.yaml``. Modules here are discovered automatically.
 
 from typing import Any
 
-from bench.registry import Registry
-
-MODELS: Registry = Registry("model", package="bench.models")
-
-from bench.models.base import EmbeddingModel  # noqa: E402
-from bench.models.gnn import GNN  # noqa: E402
-from bench.models.lightgcn import LightGCN, XSimGCL  # noqa: E402
-from bench.models.ltr import LinearScorer, MLPScorer, TransformerScorer  # noqa: E402
-from bench.models.mf import MF  # noqa: E402
-from bench.models.sasrec import SASRec  # noqa: E402
+from bench.models.base import EmbeddingModel
+from bench.models.gnn import GNN
+from bench.models.lightgcn import LightGCN, XSimGCL
+from bench.models.ltr import LinearScorer, MLPScorer, TransformerScorer
+from bench.models.mf import MF
+from bench.models.registry import MODELS
+from bench.models.sasrec import SASRec
 
 __all__ = ["GNN", "MODELS", "EmbeddingModel", "LightGCN", "LinearScorer", "MF", "MLPScorer", "SASRec",
            "TransformerScorer", "XSimGCL", "build"]

@@ -8,8 +8,8 @@ from torch import Tensor, nn
 
 from bench.contracts import TrainData
 from bench.errors import ConfigError
-from bench.models import MODELS
 from bench.models.base import EmbeddingModel
+from bench.models.registry import MODELS
 
 CONVS = ("gcn", "sage")
 

@@ -9,8 +9,8 @@ from torch import Tensor
 from bench.contracts import TrainData
 from bench.datasets.base import CSR
 from bench.errors import ConfigError
-from bench.models import MODELS
 from bench.models.mf import MF
+from bench.models.registry import MODELS
 
 
 def normalized_adjacency(train: CSR, n_users: int, n_items: int) -> Tensor:

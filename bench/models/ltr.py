@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.errors import ConfigError, DataError
-from bench.models import MODELS
+from bench.models.registry import MODELS
 
 
 def _positive_int(key: str, value: Any) -> int:

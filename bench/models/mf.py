@@ -7,8 +7,8 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from bench.errors import ConfigError
-from bench.models import MODELS
 from bench.models.base import EmbeddingModel
+from bench.models.registry import MODELS
 
 # "normal" takes init_std; "auto" resolves to one of these by the score
 INITS: dict[str, Callable[..., Tensor]] = {

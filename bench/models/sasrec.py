@@ -10,8 +10,8 @@ from torch import Tensor, nn
 
 from bench.contracts import Queries, TrainData, grouped_scores, score_candidates, take_rows
 from bench.errors import ConfigError
-from bench.models import MODELS
 from bench.models.base import EmbeddingModel
+from bench.models.registry import MODELS
 
 
 class ThreadStableLayerNorm(nn.LayerNorm):

@@ -23,10 +23,10 @@ import pandas as pd
 
 from bench.report.plots import write_plots
 from bench.report.render import legend, to_latex, to_markdown
-from bench.report.runs import RunRecord, assign_labels, from_directories, from_wandb
+from bench.report.runs import RunRecord, assign_labels, from_wandb
 from bench.report.tables import build
 
-__all__ = ["Report", "make_report", "RunRecord", "from_directories", "from_wandb", "build"]
+__all__ = ["Report", "make_report", "RunRecord", "from_wandb", "build"]
 
 
 @dataclass

@@ -8,11 +8,12 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from bench.collect import from_directories
 from bench.errors import BenchError, one_line_usage_errors
+from bench.records import RESULTS_FILE
+from bench.records.folder import writing_into
 from bench.report import __doc__ as DOC
-from bench.report import from_directories, from_wandb, make_report
-from bench.results import RESULTS_FILE
-from bench.results.folder import writing_into
+from bench.report import from_wandb, make_report
 
 
 def _filters(items: list[str]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Where report runs come from: run/sweep directories (read as
-:class:`~bench.results.RunResult`) or a W&B project.
+:class:`~bench.records.RunResult`) or a W&B project.
 
 Each source yields :class:`RunRecord` s with the same fields, so the statistics never
 care where a run was stored; :func:`assign_labels` is the one grouping of runs into
@@ -19,19 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from bench.datasets.identity import short
 from bench.errors import BenchError
 from bench.losses.families import paper_name
-from bench.results import (
+from bench.records import (
     COMPLETED,
     PER_USER_FILE,
-    RESULTS_FILE,
     RunResult,
-    find_runs,
     read_per_user,
     variant_overrides,
 )
-from bench.results.ledger import LEDGER_FILE, kept_per_user, read_ledger
+from bench.records.identity import short
+from bench.records.ledger import kept_per_user
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +70,10 @@ class RunRecord:
         k: the loss's K (``loss.k``) when it has one, for the paper's name (SL@20).
         data_files: ``{file: sha256}`` of the data it read, None when its results do not say
             (written before provenance was recorded, or read from W&B, or from a ledger).
-        data_digest: a ledger row's digest of those files (:func:`bench.results.ledger.data_digest`),
+        data_digest: a ledger row's digest of those files (:func:`bench.records.ledger.data_digest`),
             "" for records read from elsewhere.
         data_identity: the first 16 hex digits of the identity of the exact data the run used
-            (:mod:`bench.datasets.identity`), "" when not recorded (older runs, W&B).
+            (:mod:`bench.records.identity`), "" when not recorded (older runs, W&B).
     """
 
     source: str
@@ -119,12 +117,12 @@ def _record(res: RunResult, source: str, load_per_user: Callable[[], PerUser | N
         source=source, task=res.task, dataset=res.dataset, model=res.model, loss=res.loss, seed=res.seed,
         test={k: float(v) for k, v in res.test.items() if v is not None}, history=list(res.history),
         paper=res.paper, overrides=res.job_overrides, load_per_user=load_per_user, finished=finished,
-        k=_loss_k(res.config), data_files=res.data_files, data_identity=short(res.data_identity, IDENTITY_DIGITS),
+        k=loss_k(res.config), data_files=res.data_files, data_identity=short(res.data_identity, IDENTITY_DIGITS),
         per_edge={k: float(v) for k, v in res.per_edge.items() if isinstance(v, int | float)},
         sampled={k: float(v) for k, v in res.sampled.items() if isinstance(v, int | float) and not isinstance(v, bool)})
 
 
-def _loss_k(config: dict[str, Any]) -> int | None:
+def loss_k(config: dict[str, Any]) -> int | None:
     k = (config.get("loss") or {}).get("k")
     return int(k) if isinstance(k, int | float) and not isinstance(k, bool) and k > 0 else None
 
@@ -145,12 +143,12 @@ def from_results(runs: Iterable[RunResult]) -> tuple[list[RunRecord], list[str]]
 def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, model: str, loss: str,
                 local: Mapping[int, RunResult] | None = None, paper: Mapping[str, float] | None = None,
                 k: int | None = None, source: str = "ledger", ledger: Path | None = None) -> list[RunRecord]:
-    """Records from run-ledger rows (:mod:`bench.results.ledger`; one configuration), so the report's
+    """Records from run-ledger rows (:mod:`bench.records.ledger`; one configuration), so the report's
     seed intervals and seed-paired tests cover seeds whose run folders are gone.
 
     ``local`` maps a seed to its run folder's result where it is still here: when it is the
     ledger's run (same finish time) its per-user file backs the per-user tests; otherwise the
-    per-user values the ledger file ``ledger`` kept for the row do (:func:`~bench.results.ledger.kept_per_user`),
+    per-user values the ledger file ``ledger`` kept for the row do (:func:`~bench.records.ledger.kept_per_user`),
     and without those the record has none and the per-user tests are left out.
     """
     records = []
@@ -172,65 +170,6 @@ def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, m
             load_per_user=res.load_per_user if same and res is not None
             else partial(kept_per_user, ledger, row) if ledger is not None else (lambda: None)))
     return records
-
-
-def from_directories(paths: Iterable[Path]) -> tuple[list[RunRecord], list[str]]:
-    """Completed runs under each path (a run directory or any folder above run directories), and
-    the rows of every run ledger (``runs.csv``, :mod:`bench.results.ledger`) there or given.
-
-    Returns:
-        (records, notes): notes name the runs left out (failed, running, unreadable).
-    """
-    paths = [Path(p) for p in paths]
-    for p in paths:
-        if not p.exists():
-            raise BenchError(f"{p} does not exist; pass run or sweep directories, or run ledgers ({LEDGER_FILE})")
-    ledgers = {p: [p] if p.is_file() and p.name == LEDGER_FILE else sorted(p.rglob(LEDGER_FILE)) if p.is_dir() else []
-               for p in paths}
-    runs, notes = find_runs([p for p in paths if not (p.is_file() and p.name == LEDGER_FILE)])
-    notes = [n for n in notes if not any(ledgers[p] and n == f"no {RESULTS_FILE} under {p}" for p in paths)]
-    records, more = from_results(runs)
-    for files in ledgers.values():
-        for file in files:
-            records += from_ledger_file(file)
-    return records, notes + more
-
-
-def from_ledger_file(path: Path) -> list[RunRecord]:
-    """The rows of one run ledger as records (per-user values where the ledger kept them). Each setting
-    is composed again from this code's ``conf/`` for its task, data set, backbone, loss, K and
-    the paper's values; a row's finish time orders it against run folders of the same seed."""
-    rows = read_ledger(path)
-    records = []
-    for setting in dict.fromkeys(str(r.get("setting", "")) for r in rows):
-        cfg = compose_setting(setting.split(), path)
-        mine = [r for r in rows if str(r.get("setting", "")) == setting]
-        records += from_ledger(mine, str(cfg.task.name), str(cfg.dataset.name), str(cfg.model.name),
-                               str(cfg.loss.name), paper=dict(cfg.get("paper") or {}), k=_loss_k(cfg),
-                               source=str(path), ledger=path)
-    return records
-
-
-def compose_setting(setting: list[str], source: Path | str = "ledger") -> Any:
-    """The config of a ledger's setting (overrides without their ``+``: a key the defaults do
-    not have gets it back, as Hydra's error names it)."""
-    from hydra.errors import ConfigCompositionException
-
-    from bench.composition import check_replayable, compose
-
-    check_replayable(setting, source)  # a ledger is a record: never code
-    overrides = list(setting)
-    for _ in range(len(overrides) + 1):
-        try:
-            return compose([*overrides, "output_dir=unused"])
-        except ConfigCompositionException as exc:
-            hint = re.search(r"use \+(\S+)", str(exc))
-            fixed = hint.group(1) if hint else None
-            if fixed is None or fixed not in overrides:
-                raise BenchError(f"{source}: its setting {' '.join(setting)!r} does not compose with this "
-                                 f"code's conf/ ({str(exc).splitlines()[0]})") from None
-            overrides[overrides.index(fixed)] = "+" + fixed
-    raise BenchError(f"{source}: its setting {' '.join(setting)!r} does not compose with this code's conf/")
 
 
 def from_wandb(project: str, filters: dict[str, Any] | None = None,

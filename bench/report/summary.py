@@ -2,29 +2,22 @@
 configuration and test metric, and the runs that did not complete.
 
 The table is the report's (:func:`bench.report.tables.build` without a baseline): runs are
-grouped into configurations once, by :func:`bench.report.runs.assign_labels`. A Hydra
-callback writes ``summary.csv`` and ``summary.md`` into the sweep directory; the
-functions work on any directory of runs.
+grouped into configurations once, by :func:`bench.report.runs.assign_labels`. The sweep's Hydra
+callback (:class:`bench.sweep.SweepCallback`) writes ``summary.csv`` and ``summary.md`` into the
+sweep directory; the functions work on any directory of runs.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
 
+from bench.records import COMPLETED, RunResult, atomic_write_bytes, find_runs
 from bench.report.runs import RunRecord, assign_labels, from_results
 from bench.report.tables import build
-from bench.results import COMPLETED, RunResult, atomic_write_bytes, find_runs, variant_overrides
-from bench.results.schema import SWEEP_ID_ENV
 
 log = logging.getLogger(__name__)
 
@@ -116,52 +109,6 @@ def jobs_not_run(mine: list[RunResult], others: list[RunResult], jobs: list[list
     return lines
 
 
-class SeedSummaryCallback(Callback):
-    """Hydra callback: before a multirun, check every job (:mod:`bench.sweep`: a job that would not
-    compose or has a bad setting stops the sweep before any starts, each one named); after it,
-    summarise the runs this sweep ran.
-
-    Runs an earlier sweep left in the folder (a rerun into the same ``hydra.sweep.dir``: their
-    jobs were refused) are not summarised as this sweep's: they are named as jobs that did not run.
-    Failed jobs are listed (they do not stop the sweep: the task function records them); the
-    process then exits with status 1 so that scripts notice.
-    """
-
-    def __init__(self) -> None:
-        self.sweep_id: str | None = None
-        self.jobs: list[list[str]] | None = None
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from bench.sweep import refuse_bad_jobs, sweep_jobs
-
-        self.jobs = sweep_jobs(config)
-        refuse_bad_jobs(self.jobs)
-        # every job records it (os.environ reaches the launcher's worker processes and SLURM jobs)
-        self.sweep_id = uuid.uuid4().hex
-        os.environ[SWEEP_ID_ENV] = self.sweep_id
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        root = Path(config.hydra.sweep.dir)
-        runs, notes = find_runs([root])
-        for note in notes:
-            log.warning("%s", note)
-        mine = [r for r in runs if self.sweep_id is None or r.sweep_id == self.sweep_id]
-        others = [r for r in runs if r not in mine]
-        not_run = jobs_not_run(mine, others, self.jobs)
-        # a rerun into a folder an earlier sweep summarised keeps that summary and writes its own beside it
-        name = "summary" if not others or not (root / "summary.md").exists() else f"summary-{self.sweep_id or 'rerun'}"
-        _, summary, markdown = write_summary(root, runs=mine, not_run=not_run, name=name[:16])
-        print(markdown)
-        print(f"seed summary: {root / name[:16]}.md and .csv")
-        if "wandb" in (config.get("logger") or {}) and len(summary):
-            _log_summary_to_wandb(config, mine, summary)
-        bad = [r for r in mine if r.status != COMPLETED]
-        if bad or not_run:
-            print(f"{len(bad) + len(not_run)} jobs did not complete or did not run; see the lists above",
-                  file=sys.stderr)
-            sys.exit(1)
-
-
 def wandb_summary_fields(summary: pd.DataFrame) -> dict[str, float]:
     """Flat W&B summary fields of one configuration: ``<metric>/{mean,std,ci_low,ci_high,ci_half,n}``."""
     fields: dict[str, float] = {}
@@ -169,36 +116,3 @@ def wandb_summary_fields(summary: pd.DataFrame) -> dict[str, float]:
         for stat in ("mean", "std", "ci_low", "ci_high", "ci_half", "n"):
             fields[f"{r.metric}/{stat}"] = getattr(r, stat)
     return fields
-
-
-def _log_summary_to_wandb(config: DictConfig, runs: list[RunResult], summary: pd.DataFrame) -> None:
-    """One ``job_type=summary`` run per configuration, in the W&B group of its seeds: the CI
-    table (``seed_summary``) and per-metric fields (``ndcg@20/mean``, ``ndcg@20/ci_low``, ...)."""
-    try:
-        import wandb
-
-        from bench.loggers import resolve_wandb_mode
-
-        spec = config.logger.wandb
-        mode: Any = resolve_wandb_mode(spec.get("mode", "auto"))[0]
-        _, records = summarize(runs)
-        by_source = {str(r.run_dir): r for r in runs}
-        for (task, dataset, model, row), group in summary.groupby(["task", "dataset", "model", "row"], sort=False):
-            members = [by_source[rec.source] for rec in records
-                       if (rec.task, rec.dataset, rec.model, rec.label) == (task, dataset, model, row)]
-            first = members[0].config
-            wb = (first.get("logger") or {}).get("wandb") or {}
-            configuration = " ".join([f"{dataset}-{model}-{members[0].loss}", *variant_overrides(members[0].overrides)])
-            run_group = wb.get("group") or configuration
-            table = group.drop(columns=["row"]).assign(configuration=configuration, group=run_group)
-            run = wandb.init(project=spec.project, entity=spec.get("entity"), job_type="summary", group=run_group,
-                             name=f"summary-{run_group}", mode=mode, dir=str(config.hydra.sweep.dir), reinit=True,
-                             tags=["summary", *[t for t in wb.get("tags", []) if not str(t).startswith("seed")]],
-                             config={"configuration": configuration, "dataset": dataset, "model": model,
-                                     "loss": members[0].loss, "seeds": sorted(m.seed for m in members),
-                                     "sweep_dir": str(config.hydra.sweep.dir)})
-            run.log({"seed_summary": wandb.Table(dataframe=table)})
-            run.summary.update(wandb_summary_fields(group))
-            run.finish()
-    except Exception as exc:  # the summary files are written already; W&B is a bonus
-        log.warning("could not log the seed summary to W&B: %s", exc)

@@ -27,7 +27,7 @@ class EvaluatedDataModule(L.LightningDataModule):
 
     val_evaluator: Any
     test_evaluator: Any
-    #: the data's identity (:func:`bench.datasets.identity.data_identity`), set by whoever built it
+    #: the data's identity (:func:`bench.records.identity.data_identity`), set by whoever built it
     identity: str = ""
 
     def _rank_world(self) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from bench.evaluation.per_edge import EDGE_COUNT, edge_summary
 from bench.evaluation.sampled import sampled_metrics, sampled_summary
 from bench.losses.base import RecLoss
 from bench.models.base import EmbeddingModel
+from bench.records.outcome import TestOutcome
 from bench.sampling import UniformNegativeSampler, negatives_generator
 from bench.step import NEGATIVE_MODES, StepOutput, after_update, train_step
 from bench.tasks.datamodule import RankingDataModule
@@ -278,6 +279,16 @@ class RankingModule(L.LightningModule):
         warning = tie_warning(self.test_ties, means)
         if warning:
             log.warning("test: %s", warning)
+
+    def test_outcome(self) -> TestOutcome:
+        """The test this module ran, for the recording callback (:class:`bench.tasks.recording.WriteResults`)."""
+        if self.test_users is None:
+            raise RuntimeError("test_outcome() before the test ran")
+        per_user = {k: v.numpy() for k, v in self.test_per_user.items()}
+        return TestOutcome(users=self.test_users.numpy(), per_user=per_user, means=mean_metrics(self.test_per_user),
+                           ties=dict(self.test_ties), per_edge=dict(self.test_per_edge),
+                           sampled=dict(self.test_sampled), history=list(self.history),
+                           train_epoch_seconds=list(self.train_epoch_seconds), device=str(self.device))
 
     # checkpoint state ------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

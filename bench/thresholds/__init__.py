@@ -11,11 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.registry import Registry
-
-ESTIMATORS: Registry = Registry("threshold estimator", package="bench.thresholds")
-
-from bench.thresholds.base import ThresholdEstimator, kth_largest, mask_duplicates  # noqa: E402
+from bench.thresholds.base import ThresholdEstimator, kth_largest, mask_duplicates
+from bench.thresholds.registry import ESTIMATORS
 
 __all__ = ["ESTIMATORS", "ThresholdEstimator", "build", "from_spec", "kth_largest", "mask_duplicates"]
 

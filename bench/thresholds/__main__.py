@@ -14,10 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.analysis.thresholds import DEFAULT_ESTIMATORS, load_setup, plot_ranks, run_study, to_markdown
 from bench.errors import BenchError, one_line_usage_errors
-from bench.report.thresholds import DEFAULT_ESTIMATORS, load_setup, plot_ranks, run_study, to_markdown
-from bench.results import COMPLETED, RunResult
-from bench.results.folder import writing_into
+from bench.records import COMPLETED, RunResult
+from bench.records.folder import writing_into
 
 
 def positive_int(text: str) -> int:

@@ -7,8 +7,8 @@ from torch import Tensor
 
 from bench.contracts import Scorer
 from bench.errors import ConfigError
-from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
+from bench.thresholds.registry import ESTIMATORS
 
 
 def _log_comb(n: Tensor, k: Tensor) -> Tensor:

@@ -7,8 +7,8 @@ from torch import Tensor
 
 from bench.contracts import Scorer, TrainData
 from bench.errors import ConfigError
-from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator, union_kth
+from bench.thresholds.registry import ESTIMATORS
 
 
 @ESTIMATORS.register("cached")

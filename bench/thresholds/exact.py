@@ -6,8 +6,8 @@ import torch
 from torch import Tensor
 
 from bench.contracts import Scorer
-from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import ThresholdEstimator, kth_largest
+from bench.thresholds.registry import ESTIMATORS
 
 
 @ESTIMATORS.register("exact")

@@ -6,8 +6,8 @@ import torch
 from torch import Tensor
 
 from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
-from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
+from bench.thresholds.registry import ESTIMATORS
 
 
 @ESTIMATORS.register("quantile")

@@ -7,8 +7,8 @@ from torch import Tensor
 
 from bench.contracts import GATHER_COST_IN_MACS, Scorer, draws_per_row, group_layout, prefer_full_rows
 from bench.errors import ConfigError
-from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator, kth_largest, mask_duplicates
+from bench.thresholds.registry import ESTIMATORS
 
 
 @ESTIMATORS.register("sampled")

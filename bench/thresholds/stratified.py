@@ -6,8 +6,8 @@ import torch
 from torch import Tensor
 
 from bench.contracts import Scorer
-from bench.thresholds import ESTIMATORS
 from bench.thresholds.base import SampleEstimator
+from bench.thresholds.registry import ESTIMATORS
 
 
 def weighted_kth(scores: Tensor, weights: Tensor, k: int) -> Tensor:

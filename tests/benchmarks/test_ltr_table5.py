@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from bench.app import compose
-from bench.results import COMPLETED, RunResult
-from bench.results.io import write_per_user
+from bench.records import COMPLETED, RunResult
+from bench.records.io import write_per_user
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bench.results import COMPLETED, RunResult
-from bench.results.io import write_per_user
-from bench.results.ledger import read_ledger
+from bench.records import COMPLETED, RunResult
+from bench.records.io import write_per_user
+from bench.records.ledger import read_ledger
 
 SL = {0: 0.160, 1: 0.163, 2: 0.158}
 SLK = {0: 0.171, 1: 0.170, 2: 0.169}
@@ -121,7 +121,7 @@ def test_a_ledger_of_another_setting_is_refused_in_one_line(script, monkeypatch,
 
 
 def test_a_killed_seed_is_resumed_from_its_checkpoint_and_the_others_swept(script, monkeypatch, tmp_path):
-    from bench.results import RUNNING
+    from bench.records import RUNNING
 
     cell = tmp_path / "gowalla-mf-slk-shared-g16"
     for seed, status, checkpoint in ((0, RUNNING, True), (1, RUNNING, False), (2, COMPLETED, True)):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bench.results import COMPLETED, RunResult
-from bench.results import ledger as ledger_module
+from bench import resumable as ledger_module
+from bench.records import COMPLETED, RunResult
 
 
 @pytest.fixture

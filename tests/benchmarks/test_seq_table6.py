@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from bench import resumable as ledger_module
 from bench.app import compose, resume_in_place
-from bench.results import COMPLETED, RunResult, finish_run
-from bench.results import ledger as ledger_module
-from bench.results.io import write_per_user
-from bench.results.ledger import finish_recorded, ledger_row, read_ledger, update_ledger
-from bench.results.resumable import override_value
+from bench.records import COMPLETED, RunResult
+from bench.records.io import write_per_user
+from bench.records.ledger import ledger_row, read_ledger, update_ledger
+from bench.resumable import finish_recorded, finish_run, override_value
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from bench.evaluation import FullRankingEvaluator, draw_negatives, sampled_summa
 from bench.evaluation.evaluator import split_tie_columns
 from bench.evaluation.sampled import SAMPLED_PREFIX, check_sampled, format_sampled
 from bench.evaluation.ties import TIE_MODES
+from bench.records import COMPLETED, RunResult, variant_overrides
 from bench.report.runs import from_results, from_wandb
-from bench.results import COMPLETED, RunResult, variant_overrides
 from bench.tasks import CFTask, LinkPredTask
 from bench.validation import validate
 

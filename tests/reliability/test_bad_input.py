@@ -12,7 +12,7 @@ import pytest
 
 from bench.datasets import CustomFile
 from bench.errors import BenchError, ConfigError, DataError
-from bench.results.io import atomic_write_bytes
+from bench.records.io import atomic_write_bytes
 from bench.run import train_and_test
 
 
@@ -221,7 +221,7 @@ def test_a_byte_order_mark_and_quoted_fields_are_read_as_spreadsheets_write_them
 
 
 def test_a_crafted_ledger_is_refused_in_one_line(tmp_path):
-    from bench.results.ledger import read_ledger
+    from bench.records.ledger import read_ledger
 
     header = "seed,setting,data,test/ndcg@20\n"
     for name, content, message in (

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bench.determinism import PORTABLE, digits_key, pin_cpu_digits, portable_possible
-from bench.results import RunResult
-from bench.results.ledger import ledger_row
+from bench.records import RunResult
+from bench.records.ledger import ledger_row
 from bench.run import train_and_test
 
 REPO = Path(__file__).resolve().parents[2]

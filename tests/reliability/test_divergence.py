@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bench.errors import TrainingDiverged
-from bench.results import RunResult
+from bench.records import RunResult
 from bench.tasks.module import RankingModule
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import RunResult
+from bench.records import RunResult
 from bench.run import train_and_test
 
 pytestmark = pytest.mark.slow

@@ -11,11 +11,12 @@ import shutil
 import pytest
 import torch
 
+from bench.collect import from_directories
 from bench.datasets import CustomFile, Synthetic
-from bench.datasets.identity import data_identity
+from bench.records import RunResult
+from bench.records.identity import data_identity
 from bench.report.__main__ import main as report_main
-from bench.report.runs import assign_labels, from_directories
-from bench.results import RunResult
+from bench.report.runs import assign_labels
 from bench.run import train_and_test
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import INTERRUPTED, RunResult
+from bench.records import INTERRUPTED, RunResult
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

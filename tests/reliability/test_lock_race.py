@@ -15,7 +15,7 @@ import time
 import pytest
 
 from bench.errors import FolderTaken
-from bench.results.lock import LOCK_FILE, RunLock, holder_alive
+from bench.records.lock import LOCK_FILE, RunLock, holder_alive
 
 PROCESSES, TRIALS, HOLD_S = 4, 40, 0.02
 

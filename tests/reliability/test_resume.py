@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from bench.report.runs import from_directories
-from bench.results import INTERRUPTED, RunResult
-from bench.results.io import load_checkpoint
+from bench.collect import from_directories
+from bench.records import INTERRUPTED, RunResult
+from bench.records.io import load_checkpoint
 from bench.run import train_and_test
 
 pytestmark = pytest.mark.slow

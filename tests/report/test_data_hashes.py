@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.collect import from_directories
 from bench.errors import BenchError
-from bench.report import from_directories, make_report
+from bench.records import write_json
+from bench.report import make_report
 from bench.report.__main__ import main as report_main
-from bench.results import write_json
 
 GOOD = "4ab66c074eb9b253368b5a488974ac89a1fc59adbf0aa3e59bece5cefcd87028"
 OTHER = "0123456789abcdef" * 4

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.analysis.checkpoints import run_datamodule
 from bench.export import export_run
 from bench.export.__main__ import main as export_main
-from bench.report.checkpoints import run_datamodule
-from bench.results import RunResult
+from bench.records import RunResult
 from bench.run import train_and_test
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bench.report import from_directories, from_wandb, make_report
+from bench.collect import from_directories
+from bench.records import write_json, write_per_user
+from bench.report import from_wandb, make_report
 from bench.report.__main__ import main as report_main
 from bench.report.stats import holm
-from bench.results import write_json, write_per_user
 
 # test NDCG@20 per seed; per-user vectors built so that their mean is this value
 SEEDS = {"sl": [0.10, 0.12, 0.11], "slk": [0.13, 0.14, 0.15], "bpr": [0.09, 0.115, 0.10]}

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from bench.collect import from_directories
 from bench.errors import BenchError
-from bench.report import from_directories, make_report
-from bench.results.ledger import update_ledger
+from bench.records.ledger import update_ledger
+from bench.report import make_report
 
 SL = [0.128, 0.130, 0.127]
 SLK = [0.139, 0.142, 0.137]

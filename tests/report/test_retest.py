@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bench.analysis.checkpoints import load_model, retest, run_datamodule
 from bench.app import compose
 from bench.composition import recompose_run
 from bench.errors import BenchError, ConfigError
 from bench.evaluation import FullRankingEvaluator
-from bench.report.checkpoints import load_model, retest, run_datamodule
-from bench.results import RunResult
+from bench.records import RunResult
 from bench.run import train_and_test
 
 pytestmark = pytest.mark.slow

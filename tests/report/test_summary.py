@@ -6,9 +6,9 @@ import math
 import pytest
 from scipy import stats
 
+from bench.records import find_runs
 from bench.report.stats import t_interval
 from bench.report.summary import summarize, write_summary
-from bench.results import find_runs
 
 
 def test_t_interval_by_hand():

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from bench.datasets import load_dataset, split_validation
 from bench.distributed import apply_rank_updates, gather_per_user, sync_rows
 from bench.evaluation import FullRankingEvaluator
-from bench.results import read_json, read_per_user
+from bench.records import read_json, read_per_user
 
 
 def _free_port() -> int:

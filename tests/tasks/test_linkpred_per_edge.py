@@ -6,10 +6,10 @@ import csv
 import numpy as np
 import pytest
 
+from bench.analysis.checkpoints import load_model, run_datamodule
+from bench.collect import from_directories
 from bench.evaluation import edge_summary
-from bench.report.checkpoints import load_model, run_datamodule
-from bench.report.runs import from_directories
-from bench.results import RunResult
+from bench.records import RunResult
 from bench.run import train_and_test
 
 pytestmark = pytest.mark.slow

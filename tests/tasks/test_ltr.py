@@ -10,8 +10,8 @@ import torch
 
 from bench.datasets.letor import LetorSplit
 from bench.errors import ConfigError
-from bench.results import RunResult
-from bench.results.io import read_per_user
+from bench.records import RunResult
+from bench.records.io import read_per_user
 from bench.run import train_and_test
 from bench.tasks.ltr import ListEvaluator, LtrTask, RankingLists
 
@@ -104,7 +104,7 @@ def test_a_run_on_mq2008_equals_trec_eval_on_its_own_scores(shared_data, make_cf
         np.testing.assert_allclose(ours, theirs, atol=1e-6, err_msg=f"ndcg@{k}")
     assert float(np.mean(per_query["ndcg@5"])) == pytest.approx(res.test["ndcg@5"])
     # a finished run tested again through the same code path: the same numbers
-    from bench.report.checkpoints import retest
+    from bench.analysis.checkpoints import retest
 
     again_queries, again, _ = retest(RunResult.read(tmp_path / "run"))
     assert again_queries.tolist() == queries.tolist()

@@ -16,13 +16,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from bench.registry import Registry
-
-#: metric name -> function (HitStats, k) -> (B,) float64 per-user values
-METRICS: Registry = Registry("metric", package="bench.evaluation.metrics")
-
-from bench.evaluation.metrics import standard  # noqa: E402,F401  (the built-ins register first)
-from bench.evaluation.metrics.ranking import (  # noqa: E402
+from bench.evaluation.metrics import standard  # noqa: F401  (the built-ins register first)
+from bench.evaluation.metrics.ranking import (
     HitStats,
     RankedList,
     ideal_dcg,
@@ -30,7 +25,8 @@ from bench.evaluation.metrics.ranking import (  # noqa: E402
     ranked_list,
     ranks_within,
 )
-from bench.evaluation.ties import BOUNDS, TieGroups, check_mode  # noqa: E402
+from bench.evaluation.metrics.registry import METRICS
+from bench.evaluation.ties import BOUNDS, TieGroups, check_mode
 
 DEFAULT_KS = (5, 10, 20, 50, 100)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.evaluation.metrics import METRICS
 from bench.evaluation.metrics.ranking import HitStats, ideal_dcg
+from bench.evaluation.metrics.registry import METRICS
 from bench.evaluation.ties import expected_hit, expected_mrr
 
 

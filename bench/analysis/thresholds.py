@@ -23,11 +23,11 @@ from omegaconf import OmegaConf
 from scipy import stats
 from torch import Tensor
 
+from bench.analysis.checkpoints import load_model, run_datamodule
 from bench.contracts import Scorer, TrainData
 from bench.errors import BenchError
 from bench.models.base import EmbeddingModel
-from bench.report.checkpoints import load_model, run_datamodule
-from bench.results import CHECKPOINT_DIR, RunResult
+from bench.records import CHECKPOINT_DIR, RunResult
 from bench.sampling import UniformNegativeSampler, make_generator
 from bench.thresholds import ESTIMATORS, kth_largest
 from bench.thresholds.cached import CachedEstimator

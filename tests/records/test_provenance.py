@@ -15,11 +15,12 @@ import pytest
 from bench.datasets import IRBenchmark, provenance
 from bench.datasets.provenance import record_data_file, recording
 from bench.errors import DataError
-from bench.results import RunResult, read_json
-from bench.results import callbacks as result_callbacks
-from bench.results.callbacks import WriteResults, code_version, hardware_info
-from bench.results.io import load_checkpoint
+from bench.records import RunResult, read_json
+from bench.records import provenance as result_callbacks
+from bench.records.io import load_checkpoint
+from bench.records.provenance import code_version, hardware_info
 from bench.run import train_and_test
+from bench.tasks.recording import WriteResults
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.results import (
+from bench.records import (
     PER_USER_FILE,
     RESULTS_FILE,
     RunResult,

@@ -23,27 +23,18 @@ import hashlib
 import io
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.datasets.identity import short
 from bench.determinism import digits_key
 from bench.errors import BenchError
-from bench.results.io import atomic_write_bytes
-from bench.results.resumable import finish_run
-from bench.results.schema import (
-    COMPLETED,
-    PLACEMENT_KEYS,
-    PLACEMENT_PREFIXES,
-    RESULTS_FILE,
-    SEED_KEYS,
-    SIDE_OUTPUT_KEYS,
-    RunResult,
-    override_key,
-)
+from bench.records.configuration import override_key, setting_of
+from bench.records.identity import short
+from bench.records.io import atomic_write_bytes
+from bench.records.schema import RunResult
 
 LEDGER_FILE = "runs.csv"
 METRIC_PREFIXES = ("val/", "test/", "edge/", "sampled/", "ref/", "diag/", "curve/")
@@ -59,24 +50,12 @@ SAMPLED_METRICS_KEPT = frozenset({"mrr"})
 TIMING_COLUMNS = ("fit_s", "train_epoch_s")
 #: ``device``: what the run trained on (``cpu``, or ``cuda:0 NVIDIA H200``), without which neither its
 #: timings nor a difference in its metrics can be read (GPU kernels do not reproduce the CPU's digits);
-#: ``data_id``: the identity of the exact data (:mod:`bench.datasets.identity`, 16 hex digits: the
+#: ``data_id``: the identity of the exact data (:mod:`bench.records.identity`, 16 hex digits: the
 #: splits, not only the files, so a generator's or a filter's settings count); ``digits``: what its
 #: last digits depend on (:func:`bench.determinism.digits_key`: torch, device, CPU kernels, threads).
 #: Both are blank in rows written before they were recorded.
 ID_COLUMNS = ("seed", "setting", "data", "data_id", "commit", "dirty", "finished_at", "epochs_trained",
               "best_epoch", *TIMING_COLUMNS, "device", "digits")
-
-
-def setting_of(overrides: Iterable[str]) -> str:
-    """The overrides that make a run's configuration, seed and placement left out, sorted and
-    joined by spaces: two runs with the same setting differ only in their seed."""
-    kept = []
-    for o in overrides:
-        key = override_key(o)
-        if key in SEED_KEYS | PLACEMENT_KEYS | SIDE_OUTPUT_KEYS or key.startswith(PLACEMENT_PREFIXES):
-            continue
-        kept.append(o.lstrip("+~"))
-    return " ".join(sorted(kept))
 
 
 def data_digest(res: RunResult) -> str:
@@ -220,24 +199,6 @@ def find_row(rows: Iterable[Mapping[str, object]], overrides: Iterable[str]) -> 
     seeds = [int(o.split("=", 1)[1]) for o in overrides if override_key(o) == "seed"]
     want = (setting_of(overrides), seeds[-1] if seeds else 0)
     return next((r for r in rows if _key(r) == want), None)
-
-
-def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True,
-                    extra: Callable[[RunResult], Mapping[str, float]] | None = None, log: Path | None = None,
-                    per_user: Sequence[str] = ()) -> str:
-    """:func:`bench.results.finish_run`, unless the ledger already holds this run; a run it completes
-    (or finds completed) goes into the ledger, with ``extra(result)``'s columns (:func:`ledger_row`)
-    and, with ``per_user`` (one-setting ledgers), those per-user test metrics (:func:`keep_per_user`).
-    Returns ``"ledger"``, or what ``finish_run`` did (``log``: see there)."""
-    if find_row(read_ledger(ledger), overrides) is not None:
-        return "ledger"
-    action = finish_run(folder, overrides, log)
-    res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
-    if res is not None and res.status == COMPLETED:
-        update_ledger(ledger, [ledger_row(res, extra(res) if extra else None)], one_setting)
-        if per_user:
-            keep_per_user(ledger, res, per_user)
-    return action
 
 
 def per_user_path(ledger: Path, seed: int) -> Path:

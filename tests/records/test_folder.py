@@ -1,4 +1,4 @@
-"""The run folder's own rules (bench/results/folder.py): which links are refused, which temporary
+"""The run folder's own rules (bench/records/folder.py): which links are refused, which temporary
 files a run removes, and the log held until the folder is the run's."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from bench.errors import BenchError
-from bench.results.folder import HELD_LINES, RunLog, check_no_links, remove_stale_temporaries
+from bench.records.folder import HELD_LINES, RunLog, check_no_links, remove_stale_temporaries
 
 
 def test_links_out_of_the_folder_are_refused_and_links_inside_it_kept(tmp_path):
@@ -74,8 +74,8 @@ def test_wandbs_own_links_are_its_own_but_wandb_itself_may_not_lead_out(tmp_path
 
 def test_nested_run_folders_are_refused_both_ways(tmp_path):
     from bench.errors import FolderTaken
-    from bench.results import RunResult
-    from bench.results.folder import check_holds_no_other_run, check_not_inside_a_run
+    from bench.records import RunResult
+    from bench.records.folder import check_holds_no_other_run, check_not_inside_a_run
 
     RunResult(status="completed", run_dir=tmp_path / "outer").write()
     with pytest.raises(FolderTaken, match=r"outer/checkpoints lies inside the run folder .*outer"):

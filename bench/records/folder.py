@@ -1,6 +1,6 @@
 """The run folder as the running process keeps it: nothing written through a link, no file of an
 earlier run left to be mistaken for this one's, the command's record (``.hydra/``) and the log
-(``bench.log``) written only once the folder is this run's (after :class:`~bench.results.lock.RunLock`).
+(``bench.log``) written only once the folder is this run's (after :class:`~bench.records.lock.RunLock`).
 
 Hydra would write ``.hydra/`` and open ``bench.log`` before any of the run's code decides whether
 the folder is free; ``conf/config.yaml`` turns both off (``hydra.output_subdir: null``, the
@@ -22,8 +22,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from bench.errors import BenchError, FolderTaken
-from bench.results.io import atomic_write_bytes
-from bench.results.schema import RESULTS_FILE, RUN_ARTIFACTS
+from bench.records.io import atomic_write_bytes
+from bench.records.layout import RESULTS_FILE, RUN_ARTIFACTS
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def remove_stale_temporaries(folder: Path) -> None:
 
 
 def clear_previous_run(folder: Path) -> list[str]:
-    """Remove what an earlier run wrote into ``folder`` (:data:`~bench.results.schema.RUN_ARTIFACTS`;
+    """Remove what an earlier run wrote into ``folder`` (:data:`~bench.records.schema.RUN_ARTIFACTS`;
     a folder that is no run folder keeps everything else). Call holding the folder's lock.
 
     Returns:
@@ -201,7 +201,7 @@ def writing_into(run_dir: Path, out: Path) -> Iterator[None]:
         FolderTaken: a live process holds the run's folder.
         BenchError: a link in the folder leads out of it.
     """
-    from bench.results.lock import RunLock
+    from bench.records.lock import RunLock
 
     # the folder of whichever run ``out`` lies in: this run's, or another's (--out into it)
     owner = enclosing_run(out) or (run_dir if Path(os.path.abspath(out)).is_relative_to(os.path.abspath(run_dir))

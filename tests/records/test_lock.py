@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from bench.errors import BenchError, FolderTaken
-from bench.results import RunResult
-from bench.results.lock import LOCK_FILE, RunLock, holder_alive
+from bench.records import RunResult
+from bench.records.lock import LOCK_FILE, RunLock, holder_alive
 from bench.run import train_and_test
 
 

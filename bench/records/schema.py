@@ -1,5 +1,5 @@
 """The results of one run (``results.json``), written and read only through :class:`RunResult`,
-and the one definition of which overrides make a configuration of its own.
+(which overrides make a configuration: :mod:`bench.records.configuration`).
 
 A run directory holds ``results.json`` (this schema), ``per_user_test.npz`` (per-user test
 metrics, for paired tests), ``run_config.yaml``, ``checkpoints/`` and the loggers' files.
@@ -8,7 +8,6 @@ metrics, for paired tests), ``run_config.yaml``, ``checkpoints/`` and the logger
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,66 +16,21 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
-from bench.results.io import read_json, read_per_user, write_json
-
-RESULTS_FILE = "results.json"
-PER_USER_FILE = "per_user_test.npz"
-RUN_CONFIG_FILE = "run_config.yaml"
-CHECKPOINT_DIR = "checkpoints"
-
-RUNNING, COMPLETED, FAILED, INTERRUPTED = "running", "completed", "failed", "interrupted"
-#: the training loss became non-finite or exploded (``train.divergence_factor``): the run ended
-#: without a test, and its numbers are not results
-DIVERGED = "diverged"
-#: what a run writes into its folder: a new run (or ``force=true``) clears these, and nothing else,
-#: before it writes, so no file of an earlier run (a ``last.ckpt`` a later resume would pick up) is
-#: mistaken for its own
-#: set by a sweep for its jobs (:class:`bench.report.summary.SeedSummaryCallback`): each run records
-#: it, so the sweep's summary tells its own runs from those an earlier sweep left in the folder
-SWEEP_ID_ENV = "BENCH_SWEEP_ID"
-RUN_ARTIFACTS = ("results.json", "per_user_test.npz", "run_config.yaml", "checkpoints", ".hydra", "bench.log", "csv",
-                 "lightning_logs", "wandb", "export", "threshold_study")
-
-# -- which overrides make a configuration ---------------------------------------------------
-#: overrides that name the table and row of a run (task, data, backbone, loss) or bring an
-#: experiment's settings (which are then in the config itself)
-IDENTITY_KEYS = frozenset({"task", "dataset", "model", "loss", "experiment"})
-#: overrides that tell seeds of one configuration apart
-SEED_KEYS = frozenset({"seed"})
-#: overrides that only choose where a run reads, writes, logs or which devices it uses
-PLACEMENT_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "force", "logger", "trainer.accelerator",
-                            "trainer.devices", "trainer.strategy", "trainer.num_nodes"})
-PLACEMENT_PREFIXES = ("hydra", "logger.")
-#: overrides that only add a side output: training and the full-ranking metrics are the same to the
-#: bit with or without them (the biased sampled-negatives test numbers, ``sampled``)
-SIDE_OUTPUT_KEYS = frozenset({"eval.sampled_negatives", "eval.sampled_seed"})
-
-
-def override_key(override: str) -> str:
-    """``+loss.tau=0.1`` -> ``loss.tau``."""
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def is_variant_override(override: str) -> bool:
-    """Does this command-line override make a configuration of its own (``loss.tau=0.1``),
-    beyond the run's task, data set, backbone, loss and seed?"""
-    key = override_key(override)
-    return ("=" in override and key not in IDENTITY_KEYS | SEED_KEYS | PLACEMENT_KEYS | SIDE_OUTPUT_KEYS
-            and not key.startswith(PLACEMENT_PREFIXES))
-
-
-def variant_overrides(overrides: Iterable[str]) -> list[str]:
-    """The overrides that make a configuration of its own, sorted, without ``+``/``~``."""
-    return sorted(o.lstrip("+~") for o in overrides if is_variant_override(o))
-
-
-def variant_suffix(overrides: Iterable[str], max_chars: int = 64) -> str:
-    """``-key=value`` per variant override (``""`` when none); a 10-hex digest of them when
-    longer than ``max_chars`` (W&B caps group names; the config keeps every value)."""
-    suffix = "".join(f"-{o}" for o in variant_overrides(overrides))
-    if len(suffix) > max_chars:
-        suffix = "-" + hashlib.sha1(suffix.encode()).hexdigest()[:10]
-    return suffix
+from bench.records.configuration import variant_overrides
+from bench.records.io import read_json, read_per_user, write_json
+from bench.records.layout import (  # noqa: F401  (the schema's names, read from here too)
+    CHECKPOINT_DIR,
+    COMPLETED,
+    DIVERGED,
+    FAILED,
+    INTERRUPTED,
+    PER_USER_FILE,
+    RESULTS_FILE,
+    RUN_ARTIFACTS,
+    RUN_CONFIG_FILE,
+    RUNNING,
+    SWEEP_ID_ENV,
+)
 
 
 # -- the record ------------------------------------------------------------------------------
@@ -113,7 +67,7 @@ class RunResult:
         provenance: what exactly ran, on what: ``code`` ``{"commit", "dirty"}`` of the bench
             checkout (both None, with ``note``, when it is not a git repository), ``data_files``
             ``{name: sha256}`` of every data file read, ``data_identity`` (``sha256:<hex>`` of the
-            data set as loaded and of the test split the task ranks: :mod:`bench.datasets.identity`),
+            data set as loaded and of the test split the task ranks: :mod:`bench.records.identity`),
             ``hardware`` ``{"cpu", "cpu_count", "gpu", "memory_gb"}``, ``digits`` (what the numbers'
             last digits depend on: :func:`bench.determinism.digits_record`); each absent in results
             written before it was recorded.
@@ -200,7 +154,7 @@ class RunResult:
         lock is gone, or its process on this host is dead: killed) reads "interrupted"."""
         if self.status != RUNNING or self.run_dir is None:
             return self.status
-        from bench.results.lock import holder_alive
+        from bench.records.lock import holder_alive
 
         return RUNNING if holder_alive(self.run_dir) is not False else INTERRUPTED
 
@@ -270,7 +224,7 @@ class RunResult:
 
     @property
     def data_identity(self) -> str | None:
-        """``sha256:<hex>`` of the exact data the run used (:mod:`bench.datasets.identity`), or None
+        """``sha256:<hex>`` of the exact data the run used (:mod:`bench.records.identity`), or None
         when its results predate it."""
         value = self.provenance.get("data_identity")
         return str(value) if value else None

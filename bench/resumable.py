@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bench.errors import ConfigError
-from bench.results.schema import CHECKPOINT_DIR, COMPLETED, RESULTS_FILE, RunResult, override_key
+from bench.records.configuration import override_key
+from bench.records.ledger import find_row, keep_per_user, ledger_row, read_ledger, update_ledger
+from bench.records.schema import CHECKPOINT_DIR, COMPLETED, RESULTS_FILE, RunResult
 
 
 def finish_run(folder: Path, overrides: Sequence[str], log: Path | None = None) -> str:
@@ -43,6 +45,24 @@ def finish_run(folder: Path, overrides: Sequence[str], log: Path | None = None) 
         # the caller's loop would go on as if the run had been tried
         print(f"! {folder}: the run exited with status {done.returncode} before writing {RESULTS_FILE}; "
               f"its error is {'above' if log is None else f'in {log}'}", flush=True)
+    return action
+
+
+def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True,
+                    extra: Callable[[RunResult], Mapping[str, float]] | None = None, log: Path | None = None,
+                    per_user: Sequence[str] = ()) -> str:
+    """:func:`finish_run`, unless the ledger already holds this run; a run it completes
+    (or finds completed) goes into the ledger, with ``extra(result)``'s columns (:func:`ledger_row`)
+    and, with ``per_user`` (one-setting ledgers), those per-user test metrics (:func:`keep_per_user`).
+    Returns ``"ledger"``, or what ``finish_run`` did (``log``: see there)."""
+    if find_row(read_ledger(ledger), overrides) is not None:
+        return "ledger"
+    action = finish_run(folder, overrides, log)
+    res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
+    if res is not None and res.status == COMPLETED:
+        update_ledger(ledger, [ledger_row(res, extra(res) if extra else None)], one_setting)
+        if per_user:
+            keep_per_user(ledger, res, per_user)
     return action
 
 

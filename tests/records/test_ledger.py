@@ -8,8 +8,8 @@ import math
 import pytest
 
 from bench.errors import BenchError
-from bench.results import COMPLETED, RunResult
-from bench.results.ledger import (
+from bench.records import COMPLETED, RunResult
+from bench.records.ledger import (
     ID_COLUMNS,
     data_digest,
     ledger_row,
@@ -136,7 +136,7 @@ def test_bad_files_are_named_with_line_and_fix(tmp_path):
 
 
 def test_per_edge_metrics_get_their_own_columns(tmp_path):
-    from bench.results.ledger import metric_column
+    from bench.records.ledger import metric_column
 
     res = _result(0, 0.2)
     res.per_edge = {"edges": 1054, "mrr": 0.21, "hit@20": 0.55}
@@ -150,8 +150,8 @@ def test_per_edge_metrics_get_their_own_columns(tmp_path):
 def test_per_user_values_are_kept_beside_their_row_only(tmp_path):
     import numpy as np
 
-    from bench.results import write_per_user
-    from bench.results.ledger import keep_per_user, kept_per_user, per_user_path
+    from bench.records import write_per_user
+    from bench.records.ledger import keep_per_user, kept_per_user, per_user_path
 
     path = tmp_path / "final_sl.csv"
     res = _result(2, 0.1)
@@ -179,9 +179,10 @@ def test_per_user_values_are_kept_beside_their_row_only(tmp_path):
 def test_a_recorded_run_keeps_the_per_user_values_asked_for(tmp_path, monkeypatch):
     import numpy as np
 
-    from bench.results import ledger as ledger_module
-    from bench.results import write_per_user
-    from bench.results.ledger import finish_recorded, kept_per_user
+    from bench import resumable as ledger_module
+    from bench.records import write_per_user
+    from bench.records.ledger import kept_per_user
+    from bench.resumable import finish_recorded
 
     def fake_finish(folder, overrides, log=None):  # what python -m bench leaves behind
         res = _result(0, 0.2)

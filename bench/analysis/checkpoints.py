@@ -16,8 +16,8 @@ from bench.contracts import TrainData
 from bench.errors import BenchError
 from bench.evaluation.evaluator import split_tie_columns, tie_summary
 from bench.models.base import EmbeddingModel
-from bench.results import RunResult
-from bench.results.io import load_checkpoint
+from bench.records import RunResult
+from bench.records.io import load_checkpoint
 from bench.run import build_datamodule
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.ltr import LtrDataModule
@@ -36,7 +36,7 @@ def run_datamodule(res: RunResult) -> RankingDataModule:
     datamodule = build_datamodule(run_config(res), res.seed)
     if not isinstance(datamodule, RankingDataModule):
         raise BenchError(f"{res.run_dir} is a task=ltr run: its lists have no catalogue to rank or thresholds to "
-                         "study; bench.report.checkpoints.retest tests it again")
+                         "study; bench.analysis.checkpoints.retest tests it again")
     return datamodule
 
 
