@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("bench.report",)),
     ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep", "bench.resumable",
              "bench.collect")),
-    ("analysis", ("bench.analysis", "bench.export")),
+    ("analysis", ("bench.analysis", "bench.export", "bench.study")),
     ("command line", ("bench.app", "bench", "bench.__main__")),
 ]
 #: inside the model/loss layer, the order of its parts (losses use estimators and ranks)

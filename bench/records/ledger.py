@@ -153,7 +153,7 @@ def update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_sett
         BenchError: a new row's data (or, with ``one_setting``, its setting) differs from the ledger's.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    # runs finishing together (seq_table6.py --jobs, lanes sharing a ledger) each read, add and write:
+    # runs finishing together (a study's lanes sharing a ledger) each read, add and write:
     # the lock (on the folder: no lock file is left beside a committed ledger) makes that one step, so
     # no finished run's row is lost to another's write
     folder = os.open(path.parent, os.O_RDONLY)

@@ -74,6 +74,8 @@ class RunRecord:
             "" for records read from elsewhere.
         data_identity: the first 16 hex digits of the identity of the exact data the run used
             (:mod:`bench.records.identity`), "" when not recorded (older runs, W&B).
+        extra: a ledger row's other columns (``commit``, ``best_epoch``, ``train_epoch_s``, ``curve/...``,
+            ``diag/...``), {} for records read from elsewhere.
     """
 
     source: str
@@ -93,6 +95,7 @@ class RunRecord:
     data_files: dict[str, str] | None = None
     data_digest: str = ""
     data_identity: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
     per_edge: dict[str, float] = field(default_factory=dict)
     sampled: dict[str, float] = field(default_factory=dict)
     ref: dict[str, float] = field(default_factory=dict)
@@ -166,7 +169,7 @@ def from_ledger(rows: Iterable[Mapping[str, object]], task: str, dataset: str, m
             dataset=dataset, model=model, loss=loss, seed=seed, test=family("test/"), paper=dict(paper or {}),
             overrides=str(row.get("setting", "")).split(), k=k, per_edge=family("edge/"), sampled=family("sampled/"),
             ref=family("ref/"), data_digest=str(row.get("data") or ""), finished=_timestamp(row.get("finished_at")),
-            data_identity=str(row.get("data_id") or "")[:IDENTITY_DIGITS],
+            data_identity=str(row.get("data_id") or "")[:IDENTITY_DIGITS], extra=dict(row),
             load_per_user=res.load_per_user if same and res is not None
             else partial(kept_per_user, ledger, row) if ledger is not None else (lambda: None)))
     return records

@@ -32,7 +32,7 @@ def test_runs_are_recorded_with_their_curve_and_the_report_reads_only_the_ledger
     sl = {0: 0.110, 1: 0.120, 2: 0.115}
     slk = {0: 0.080, 1: 0.090, 2: 0.070}
 
-    def fake_finish(folder, overrides, log=None):  # stands in for the training subprocess
+    def fake_finish(folder, overrides, log=None, env=None):  # stands in for the training subprocess
         cell, seed = folder.parent.name, int(folder.name.removeprefix("seed"))
         epochs = int(next(o.split("=")[1] for o in overrides if o.startswith("trainer.max_epochs=")))
         ndcg = (sl if cell.startswith("sl-") or cell == "sl" else slk)[seed] + (0.01 if "long" in cell else 0)

@@ -184,7 +184,7 @@ def test_a_recorded_run_keeps_the_per_user_values_asked_for(tmp_path, monkeypatc
     from bench.records.ledger import kept_per_user
     from bench.resumable import finish_recorded
 
-    def fake_finish(folder, overrides, log=None):  # what python -m bench leaves behind
+    def fake_finish(folder, overrides, log=None, env=None):  # what python -m bench leaves behind
         res = _result(0, 0.2)
         res.overrides = list(overrides)
         res.write(folder)

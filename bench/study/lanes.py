@@ -1,0 +1,119 @@
+"""Running a study's jobs: N local lanes (one process each, the cores shared out), or any Hydra
+launcher (a cluster), resumable across sittings and machines through the ledgers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from bench.records import COMPLETED, RunResult, find_runs
+from bench.records.configuration import setting_of
+from bench.records.ledger import find_row, keep_per_user, ledger_row, read_ledger, update_ledger
+from bench.resumable import finish_recorded, override_value
+from bench.study.plan import FINAL, Job, plan
+from bench.study.spec import Study
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def ref_columns(study: Study) -> Callable[[RunResult], Mapping[str, float]] | None:
+    """The ledger's ``ref/<metric>`` columns of a finished run: its best model tested again under
+    ``study.ref``'s overrides (the SL@K reference code's protocol, say), when the study asks."""
+    if not study.ref:
+        return None
+    from bench.analysis.checkpoints import retest
+
+    def columns(res: RunResult) -> dict[str, float]:
+        _, per_user, _ = retest(res, list(study.ref["overrides"]))
+        return {f"ref/{m}": float(per_user[m].mean()) for m in study.ref["metrics"] if m in per_user}
+
+    return columns
+
+
+def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] = ("tune", FINAL),
+              tables: list[str] | None = None, rows: list[str] | None = None,
+              say: Callable[[str], None] = print) -> int:
+    """Run what the plan offers, ``lanes`` runs at a time (each with cores / lanes torch threads),
+    each into its ledger, until nothing is left that can start: a run that ends settles the next
+    (the last trial of SL's grid lets SL@K's start; a row's choice, its reported runs). Each run is
+    tried once per call; with lanes > 1 its output goes to ``<folder>.log``. Returns the runs tried."""
+    env = {"OMP_NUM_THREADS": str(max(1, cpu_count() // max(1, lanes)))}
+    extra = ref_columns(study)
+    tried: set[Path] = set()
+    running: dict[Future, Job] = {}
+    with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
+        while True:
+            blocked: list[str] = []
+            for job in plan(study, runs, stages, tables, rows, blocked):
+                if len(running) >= lanes:
+                    break
+                if job.folder in tried or any(j.folder == job.folder for j in running.values()):
+                    continue
+                tried.add(job.folder)
+                log = job.folder.with_name(job.folder.name + ".log") if lanes > 1 else None
+                say(f"start {job.table} {job.row} {job.stage} seed {job.seed}: {job.folder}")
+                running[pool.submit(finish_recorded, job.folder, list(job.overrides), job.ledger, job.one_setting,
+                                    extra if job.stage == FINAL else None, log,
+                                    study.per_user if job.stage == FINAL else (), env)] = job
+            if not running:
+                for why in dict.fromkeys(blocked):
+                    say(f"waiting: {why}")
+                return len(tried)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                say(f"{future.result()} {job.table} {job.row} {job.stage} seed {job.seed}: {job.folder}")
+
+
+def run_launcher(study: Study, runs: Path, launcher: str, stages: tuple[str, ...] = ("tune", FINAL),
+                 tables: list[str] | None = None, rows: list[str] | None = None,
+                 say: Callable[[str], None] = print) -> int:
+    """Run what the plan offers through a Hydra launcher (``slurm``, ``parallel``...): one
+    ``python -m bench -m`` sweep per configuration over its missing seeds, then record every
+    completed run of it into its ledger. Rerun to pick up runs that finished later (a cluster's
+    queue), or tuning trials that the first choices unblocked."""
+    jobs = plan(study, runs, stages, tables, rows)
+    groups: dict[tuple, list[Job]] = {}
+    for job in jobs:
+        key = (job.ledger, tuple(o for o in job.overrides if not o.startswith("seed=")))
+        groups.setdefault(key, []).append(job)
+    for (ledger, overrides), members in groups.items():
+        sweep = members[0].folder.parent / "sweep"
+        seeds = ",".join(str(j.seed) for j in members)
+        cmd = [sys.executable, "-m", "bench", "-m", *overrides, f"seed={seeds}", f"hydra/launcher={launcher}",
+               f"hydra.sweep.dir={override_value(sweep)}"]
+        say("+ " + " ".join(cmd))
+        subprocess.run(cmd, check=False)
+        record_finished(study, sweep, ledger, members[0].one_setting)
+    return len(jobs)
+
+
+def record_finished(study: Study, folder: Path, ledger: Path, one_setting: bool) -> int:
+    """Record every completed run under ``folder`` that ``ledger`` lacks; the number recorded."""
+    if not folder.exists():
+        return 0
+    runs, _ = find_runs([folder])
+    held = read_ledger(ledger)
+    extra = ref_columns(study) if one_setting else None
+    added = 0
+    for res in runs:
+        if res.status != COMPLETED or find_row(held, res.job_overrides) is not None:
+            continue
+        update_ledger(ledger, [ledger_row(res, extra(res) if extra else None)], one_setting)
+        if one_setting and study.per_user:
+            keep_per_user(ledger, res, study.per_user)
+        added += 1
+    return added
+
+
+def same_setting(a: list[str], b: list[str]) -> bool:
+    return setting_of(a) == setting_of(b)

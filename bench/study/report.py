@@ -1,0 +1,223 @@
+"""A study's results read back from its ledgers: per table and row, mean ± 95% t-interval over the
+replicates, the paper's value and the gap to it, the change against the baseline with the paired
+t-test over seeds and the Wilcoxon test over users (Holm-corrected over the study or each table),
+the chosen setting, the commits that produced it. Written as ``results/<study>/summary.csv`` and
+the page ``docs/results/<study>.md``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.composition import compose
+from bench.losses.families import paper_name
+from bench.records.io import atomic_write_bytes
+from bench.records.ledger import read_ledger
+from bench.report.runs import RunRecord, from_ledger
+from bench.report.stats import compare, holm, interval
+from bench.study.plan import NotChosen, base_overrides, chosen, tuning_table
+from bench.study.spec import PAGES_DIR, Study
+
+NAN = math.nan
+
+
+@dataclass
+class Row:
+    """One row of a study's table, computed."""
+
+    table: str
+    row: str
+    records: list[RunRecord]
+    setting: str
+    edge: bool
+    paper: dict[str, float]
+    label: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def fmt(x: float, digits: int = 4) -> str:
+    """``0.1670`` -> ``.1670`` (the tables' style), NaN -> ``–``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    text = f"{x:.{digits}f}"
+    return text.replace("0.", ".", 1) if abs(x) < 1 and text.lstrip("-").startswith("0.") else text
+
+
+def pct(x: float) -> str:
+    """A relative change as ``+2.6%`` / ``−1.5%``."""
+    if x is None or math.isnan(x):
+        return "–"
+    return f"{'+' if x >= 0 else '−'}{abs(x) * 100:.1f}%"
+
+
+def pval(p: float) -> str:
+    """Two significant digits: ``.087``, ``.12``; below .001 as ``7.5·10⁻⁵``."""
+    if p is None or math.isnan(p):
+        return "–"
+    if p >= 1:
+        return "1"
+    exponent = math.floor(math.log10(p)) if p > 0 else -999
+    if p >= 0.001:
+        return fmt(p, 1 - exponent).rstrip("0").rstrip(".") if p < 1 else "1"
+    mantissa = f"{p / 10 ** exponent:.1f}".removesuffix(".0")
+    sup = str(exponent).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{mantissa}·10{sup}"
+
+
+def _names(study: Study, table: str, row: str) -> tuple[dict[str, Any], dict[str, float]]:
+    cfg = compose([*base_overrides(study, table, row), "output_dir=unused"])
+    names = {"task": str(cfg.task.name), "dataset": str(cfg.dataset.name), "model": str(cfg.model.name),
+             "loss": str(cfg.loss.name), "k": int(cfg.loss.k) if "k" in cfg.loss and cfg.loss.k else None}
+    paper = dict(study.paper.get(table, {}).get(row, {})) or dict(cfg.get("paper") or {})
+    return names, {k: float(v) for k, v in paper.items()}
+
+
+def rows_of(study: Study) -> list[Row]:
+    """Every row of every table with its records (ledger rows; per-user values where kept)."""
+    out = []
+    for table in study.tables:
+        for row in study.rows:
+            names, paper = _names(study, table, row)
+            try:
+                setting, tuning = chosen(study, table, row)
+                text, edge = " ".join(setting), bool(setting) and study.tune is not None and \
+                    study.tune.rows[row].at_edge(setting)
+            except NotChosen:
+                setting, text, edge = [], "?", False
+            records: list[RunRecord] = []
+            for index, replicate in enumerate(study.replicate_values()):
+                ledger = study.ledger(table, row, replicate)
+                rows = read_ledger(ledger)
+                if setting or text != "?":
+                    want = {str(r.get("setting")) for r in rows}
+                    rows = [r for r in rows if str(r.get("setting")) in want]
+                part = from_ledger(rows, names["task"], names["dataset"], names["model"], names["loss"], paper=paper,
+                                   k=names["k"], source=str(ledger), ledger=ledger)
+                for r in part:  # replicates (folds) x seeds: paired by their combination
+                    r.seed = index * 10_000 + r.seed
+                records += part
+            label = paper_name(names["loss"], names["k"])
+            variant = " ".join(o for o in study.rows[row] if not o.startswith(("loss=", "+loss=")))
+            out.append(Row(table, row, records, text, edge, paper, f"{label} {variant}".strip()))
+    return out
+
+
+def compute(study: Study) -> list[Row]:
+    rows = rows_of(study)
+    base = {r.table: r for r in rows if r.row == study.baseline}
+    for r in rows:
+        v = r.values
+        v["n"] = len(r.records)
+        for m in study.metrics:
+            ci = interval(r.records, m) if r.records else {"mean": NAN, "ci_half": NAN}
+            v[m], v[m + "_ci"] = ci["mean"], ci["ci_half"]
+            v["paper_" + m] = r.paper.get(m, NAN)
+            v["gap_" + m] = v[m] / r.paper[m] - 1 if m in r.paper and r.paper[m] else NAN
+            refs = [x.ref[m] for x in r.records if m in x.ref]
+            v["ref_" + m] = sum(refs) / len(refs) if refs else NAN
+            v["ref_gap_" + m] = v["ref_" + m] / r.paper[m] - 1 if refs and r.paper.get(m) else NAN
+        for m in study.sampled:
+            values = [x.sampled[m] for x in r.records if m in x.sampled]
+            v["sampled_" + m] = sum(values) / len(values) if values else NAN
+        for m in study.columns:  # other ledger columns shown as the mean over runs (curve/..., diag/...)
+            values = [x.extra[m] for x in r.records if m in x.extra and not math.isnan(x.extra[m])]
+            v[m] = sum(values) / len(values) if values else NAN
+        v["vs_baseline"] = v["p_seeds"] = v["p_users"] = NAN
+        v["users"] = 0
+        b = base.get(r.table)
+        if b is not None and b is not r and r.records and b.records:
+            c = compare(r.records, b.records, study.metric)
+            v["vs_baseline"], v["p_seeds"], v["p_users"], v["users"] = (c.rel_change, c.p_seed_t, c.p_user_wilcoxon,
+                                                                         c.n_users)
+    families = [rows] if study.holm == "study" else [[r for r in rows if r.table == t] for t in study.tables]
+    for family in families:
+        for r, p in zip(family, holm([r.values["p_users"] for r in family]), strict=True):
+            r.values["p_users_holm"] = p
+    return rows
+
+
+def summary_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
+    records = []
+    for r in rows:
+        commits = sorted({str(x.extra.get("commit", ""))[:7] for x in r.records} - {""})
+        records.append({"table": r.table, "row": r.row, "name": r.label, "setting": r.setting, "grid_edge": r.edge,
+                        "commits": " ".join(commits), **r.values})
+    return pd.DataFrame(records)
+
+
+def page(study: Study, rows: list[Row]) -> str:
+    """The study's results page (markdown)."""
+    lines = [f"# {study.title}", ""]
+    if study.source:
+        lines += [f"Source: {study.source}.", ""]
+    lines += [f"Reproduce: `python -m bench.study {study.name} run` (resumable; `status` shows what is left), then "
+              f"`python -m bench.study {study.name} report`. Records: `results/{study.name}/`.", ""]
+    baseline = f"vs {study.baseline}" if study.baseline else ""
+    for table in study.tables:
+        members = [r for r in rows if r.table == table]
+        head = ["row", "runs", *[m.upper() if False else m for m in study.metrics]]
+        if any(not math.isnan(r.values.get("ref_" + m, NAN)) for r in members for m in study.metrics):
+            head += [f"{m}, reference protocol" for m in study.metrics
+                     if any(not math.isnan(r.values.get("ref_" + m, NAN)) for r in members)]
+        if study.sampled:
+            head += [f"sampled {m} (biased)" for m in study.sampled]
+        head += list(study.columns)
+        if study.baseline:
+            head += [f"{study.metric} {baseline}", "p (seeds)", "p (users, Holm)"]
+        head += ["setting"]
+        lines += [f"## {table}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in members:
+            v = r.values
+            cells = [r.label, str(v["n"])]
+            for m in study.metrics:
+                cell = f"{fmt(v[m])} ± {fmt(v[m + '_ci'])}" if v["n"] else "–"
+                if not math.isnan(v["paper_" + m]):
+                    cell += f" ({study.paper_label} {fmt(v['paper_' + m])}, {pct(v['gap_' + m])})"
+                cells.append(cell)
+            for m in study.metrics:
+                if f"{m}, reference protocol" in head:
+                    cell = fmt(v["ref_" + m])
+                    if not math.isnan(v["ref_gap_" + m]):
+                        cell += f" ({pct(v['ref_gap_' + m])})"
+                    cells.append(cell)
+            cells += [fmt(v["sampled_" + m]) for m in study.sampled]
+            cells += [fmt(v[m]) for m in study.columns]
+            if study.baseline:
+                cells += ["" if r.row == study.baseline else pct(v["vs_baseline"]),
+                          "" if r.row == study.baseline else pval(v["p_seeds"]),
+                          "" if r.row == study.baseline else pval(v["p_users_holm"])]
+            cells.append((r.setting or "–") + (" (grid edge)" if r.edge else ""))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    over = "seeds x " + ", ".join(study.replicates) if study.replicates else "seeds"
+    lines += [f"Mean ± 95% Student-t half-width over the runs ({over}). "
+              f"Paired tests against {study.baseline or 'no baseline'}: t over seeds, Wilcoxon signed-rank over users "
+              f"(each user's {study.metric} averaged over the seeds both ran; only where per-user values were kept), "
+              f"Holm over {'the whole study' if study.holm == 'study' else 'each table'}."]
+    if study.notes:
+        lines += ["", study.notes.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(study: Study, pages: Path = PAGES_DIR) -> tuple[Path, Path]:
+    """Write ``results/<study>/summary.csv`` and ``docs/results/<study>.md``; their paths."""
+    rows = compute(study)
+    summary = study.folder / "summary.csv"
+    atomic_write_bytes(summary, summary_frame(study, rows).to_csv(index=False).encode())
+    if study.tune is not None:  # every trial's validation value: the choice, readable without run folders
+        trials = []
+        for table in study.tables:
+            for row in study.tune.rows:
+                try:
+                    trials += tuning_table(study, table, row)
+                except NotChosen:
+                    continue
+        if trials:
+            atomic_write_bytes(study.tuning_record, pd.DataFrame(trials).to_csv(index=False).encode())
+    out = pages / f"{study.name}.md"
+    atomic_write_bytes(out, page(study, rows).encode())
+    return summary, out

@@ -1,0 +1,242 @@
+"""A study as data: ``conf/study/<name>.yaml`` declares what to run and how to read it.
+
+    title: Table 6, SASRec
+    source: SL@K paper (arXiv 2508.05673), Table 6
+    tables:                  # the tables: each compares its rows with the baseline, on its own data
+      games: [+experiment=seq/table6_games]
+    rows:                    # the configurations compared (one ledger each, per table)
+      bce: [loss=bce]
+      sl: [loss=sl]
+      slk: [loss=slk]
+    common: []               # overrides every run gets that are part of its configuration
+    placement: [logger=csv]  # overrides every run gets that are not (where it logs, ...)
+    seeds: [0, 1, 2]
+    replicates: {}           # more replicate axes besides the seed, e.g. {dataset.fold: [1, 2, 3, 4, 5]}
+    baseline: sl             # the row every other is paired with
+    metric: ndcg@20          # the metric of the paired tests
+    metrics: [hit@20, ndcg@20]
+    sampled: [hit@10, ndcg@10]   # the biased sampled protocol's, shown apart
+    per_user: [ndcg@20, hit@20]  # per-user test values kept beside the ledgers (paired tests outlive run folders)
+    holm: study              # Holm's family: every comparison of the study, or of each table
+    ref: {overrides: [eval.test_masks_valid=false], metrics: [ndcg@20]}   # a re-test of each run's best model
+    paper: {}                # the paper's values where the experiments' ``paper:`` nodes lack
+                             # them: {table: {row: {metric: value}}}
+    tune:                    # optional: settings chosen on validation before the reported runs
+      replicate: {seed: 100} # the one run of each trial: a seed no reported run uses
+      metric: ndcg@20        # validation metric (the best epoch's)
+      rows:
+        sl: {grid: [{loss.tau: [0.02, 0.05, 0.1]}]}
+        slk: {grid: [{loss.tau_w: [0.5, 1.0]}], inherit: {loss.tau_d: [sl, loss.tau]}}
+
+Every reported run is one (table, row, replicate, seed): its overrides are the table's, the
+row's, ``common``, the row's tuned setting, the replicate's and the seed; its record is a row of
+the ledger ``results/<study>/<table>/<row>[_<axis><value>].csv``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.composition import CONFIG_DIR
+from bench.errors import ConfigError
+
+STUDY_DIR = Path(CONFIG_DIR) / "study"
+#: where studies keep their records (ledgers, per-user files, summaries), one folder per study
+RESULTS_DIR = Path(CONFIG_DIR).parent / "results"
+#: where studies' generated pages go
+PAGES_DIR = Path(CONFIG_DIR).parent / "docs" / "results"
+KEYS = {"title", "source", "tables", "rows", "common", "placement", "seeds", "replicates", "baseline", "metric",
+        "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns"}
+HOLM = ("study", "table")
+
+
+@dataclass(frozen=True)
+class TuneRow:
+    """One row's tuning: grids of settings (each the product of its keys' values) and the values it
+    takes from another row's choice (``{loss.tau_d: (sl, loss.tau)}``) where a grid does not set them."""
+
+    grids: tuple[Mapping[str, tuple[Any, ...]], ...]
+    inherit: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def trials(self, inherited: Mapping[str, Any]) -> list[list[str]]:
+        """Each trial's overrides, in grid order: the inherited values, then the grid's."""
+        out = []
+        for grid in self.grids:
+            keys = list(grid)
+            taken = [f"{k}={v}" for k, v in inherited.items() if k not in grid]
+            for values in itertools.product(*(grid[k] for k in keys)):
+                out.append([*taken, *(f"{k}={v}" for k, v in zip(keys, values))])
+        return out
+
+    def at_edge(self, setting: Sequence[str]) -> bool:
+        """Is a chosen setting at the first or last value of a grid key (the best may lie beyond)?"""
+        chosen = dict(o.split("=", 1) for o in setting)
+        return any(str(values[0]) == chosen.get(k) or str(values[-1]) == chosen.get(k)
+                   for grid in self.grids for k, values in grid.items() if len(values) > 1 and k in chosen)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    replicate: Mapping[str, Any]
+    metric: str
+    rows: Mapping[str, TuneRow]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study's declaration (see the module docstring)."""
+
+    name: str
+    title: str
+    tables: Mapping[str, tuple[str, ...]]
+    rows: Mapping[str, tuple[str, ...]]
+    seeds: tuple[int, ...]
+    metric: str
+    metrics: tuple[str, ...]
+    source: str = ""
+    common: tuple[str, ...] = ()
+    placement: tuple[str, ...] = ()
+    replicates: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    baseline: str | None = None
+    sampled: tuple[str, ...] = ()
+    per_user: tuple[str, ...] = ()
+    holm: str = "table"
+    ref: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    paper: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    paper_label: str = "paper"
+    tune: Tuning | None = None
+    notes: str = ""
+    columns: tuple[str, ...] = ()
+    results: Path = RESULTS_DIR
+
+    @property
+    def folder(self) -> Path:
+        """``results/<study>``: its ledgers, kept per-user values, tuning record and summary."""
+        return self.results / self.name
+
+    def replicate_values(self) -> list[dict[str, Any]]:
+        """Every combination of the extra replicate axes ([{}] when there are none)."""
+        keys = list(self.replicates)
+        return [dict(zip(keys, values)) for values in itertools.product(*(self.replicates[k] for k in keys))]
+
+    def ledger(self, table: str, row: str, replicate: Mapping[str, Any]) -> Path:
+        tag = "".join(f"_{k.rsplit('.', 1)[-1]}{v}" for k, v in replicate.items())
+        return self.folder / table / f"{row}{tag}.csv"
+
+    def tune_ledger(self, table: str, row: str) -> Path:
+        return self.folder / table / "tune" / f"{row}.csv"
+
+    @property
+    def tuning_record(self) -> Path:
+        """The choices, with every trial's validation value (kept when the tune ledgers lack rows)."""
+        return self.folder / "tuning.csv"
+
+
+def _fail(name: str, why: str) -> ConfigError:
+    return ConfigError(f"study {name}: {why}")
+
+
+def _overrides(name: str, where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(o, str) and "=" in o for o in value):
+        raise _fail(name, f"{where} must be a list of key=value overrides, got {value!r}")
+    return tuple(value)
+
+
+def _names(name: str, where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        raise _fail(name, f"{where} must be a list of names, got {value!r}")
+    return tuple(value)
+
+
+def known_studies() -> list[str]:
+    return sorted(p.stem for p in STUDY_DIR.glob("*.yaml"))
+
+
+def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
+    """The study ``conf/study/<name>.yaml`` (or a YAML file's path), checked.
+
+    Raises:
+        ConfigError: an unknown study (the known ones listed), or a malformed declaration (one line
+            naming the key).
+    """
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = STUDY_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown study {name_or_path!r}; known: {', '.join(known_studies()) or 'none'} "
+                          f"(conf/study/<name>.yaml, or a path to one)")
+    name = path.stem
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise _fail(name, f"{path} is not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(spec, dict):
+        raise _fail(name, f"{path} must hold a mapping")
+    unknown = sorted(set(spec) - KEYS)
+    if unknown:
+        raise _fail(name, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(KEYS))}")
+    for needed in ("tables", "rows", "seeds", "metric", "metrics"):
+        if needed not in spec:
+            raise _fail(name, f"{needed} is missing")
+    tables = {str(t): _overrides(name, f"tables.{t}", o) for t, o in (spec["tables"] or {}).items()}
+    rows = {str(r): _overrides(name, f"rows.{r}", o) for r, o in (spec["rows"] or {}).items()}
+    if not tables or not rows:
+        raise _fail(name, "tables and rows must each name at least one")
+    seeds = spec["seeds"]
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise _fail(name, f"seeds must be a list of integers >= 0, got {seeds!r}")
+    baseline = spec.get("baseline")
+    if baseline is not None and baseline not in rows:
+        raise _fail(name, f"baseline {baseline!r} is no row; rows: {', '.join(rows)}")
+    holm = spec.get("holm", "table")
+    if holm not in HOLM:
+        raise _fail(name, f"holm={holm!r}; use {' or '.join(HOLM)}")
+    replicates = {str(k): tuple(v) for k, v in (spec.get("replicates") or {}).items()}
+    if any(not v for v in replicates.values()) or "seed" in replicates:
+        raise _fail(name, "replicates maps keys other than seed to non-empty lists of values")
+    ref = spec.get("ref") or {}
+    if ref and (set(ref) != {"overrides", "metrics"}):
+        raise _fail(name, "ref needs overrides (the re-test's eval.* settings) and metrics")
+    return Study(
+        name=name, title=str(spec.get("title", name)), source=str(spec.get("source", "")), tables=tables, rows=rows,
+        seeds=tuple(seeds), metric=str(spec["metric"]), metrics=_names(name, "metrics", spec["metrics"]),
+        common=_overrides(name, "common", spec.get("common")),
+        placement=_overrides(name, "placement", spec.get("placement")), replicates=replicates, baseline=baseline,
+        sampled=_names(name, "sampled", spec.get("sampled") or []),
+        per_user=_names(name, "per_user", spec.get("per_user") or []), holm=holm,
+        ref={"overrides": _overrides(name, "ref.overrides", ref.get("overrides")),
+             "metrics": _names(name, "ref.metrics", ref.get("metrics"))} if ref else {},
+        paper=spec.get("paper") or {}, paper_label=str(spec.get("paper_label", "paper")),
+        tune=_tuning(name, spec.get("tune"), rows), notes=str(spec.get("notes", "")),
+        columns=_names(name, "columns", spec.get("columns") or []), results=results or RESULTS_DIR)
+
+
+def _tuning(name: str, spec: Any, rows: Mapping[str, Any]) -> Tuning | None:
+    if not spec:
+        return None
+    if not isinstance(spec, dict) or not {"replicate", "metric", "rows"} <= set(spec):
+        raise _fail(name, "tune needs replicate (the trial runs' seed and replicate values), metric and rows")
+    tune_rows = {}
+    for row, entry in (spec["rows"] or {}).items():
+        if row not in rows:
+            raise _fail(name, f"tune.rows.{row} is no row; rows: {', '.join(rows)}")
+        grids = entry.get("grid") if isinstance(entry, dict) else None
+        if isinstance(grids, dict):
+            grids = [grids]
+        if not isinstance(grids, list) or not grids or not all(isinstance(g, dict) and g for g in grids):
+            raise _fail(name, f"tune.rows.{row}.grid must be a grid {{key: [values]}} or a list of them")
+        inherit = {}
+        for key, source in (entry.get("inherit") or {}).items():
+            if not (isinstance(source, list) and len(source) == 2 and source[0] in spec["rows"]):
+                raise _fail(name, f"tune.rows.{row}.inherit.{key} must be [tuned row, its key], got {source!r}")
+            inherit[str(key)] = (str(source[0]), str(source[1]))
+        tune_rows[str(row)] = TuneRow(tuple({str(k): tuple(v) for k, v in g.items()} for g in grids), inherit)
+    return Tuning(replicate=dict(spec["replicate"]), metric=str(spec["metric"]), rows=tune_rows)

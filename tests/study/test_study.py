@@ -1,0 +1,165 @@
+"""Studies as data (bench.study): a declaration checked in one line, a plan that tunes before it
+reports (inheriting SL@K's tau_d from SL's choice), lanes that record every run in its ledger and
+never run it again, and a report whose numbers are the statistics of the ledgers' rows."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bench.errors import ConfigError
+from bench.records import RunResult
+from bench.records.ledger import ledger_row, read_ledger, update_ledger
+from bench.study.lanes import run_lanes
+from bench.study.plan import FINAL, TUNE, NotChosen, chosen, plan
+from bench.study.report import compute, fmt, pct, pval, write_report
+from bench.study.spec import load_study
+from bench.study.status import status
+
+TINY = ("dataset.n_users=120 dataset.n_items=80 dataset.mean_per_user=14 trainer.max_epochs=2 "
+        "trainer.check_val_every_n_epoch=1 loss.n_negatives=50 trainer.accelerator=cpu train.batch_size=256").split()
+
+
+def _study(tmp_path, body):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(textwrap.dedent(body))
+    return load_study(path, results=tmp_path / "results")
+
+
+TUNED = """
+    title: a tuned tiny study
+    tables:
+      synth: [dataset.n_users=120]
+    rows:
+      bce: [loss=bce]
+      sl: [loss=sl]
+      slk: [loss=slk]
+    seeds: [0, 1]
+    baseline: sl
+    metric: ndcg@20
+    metrics: [ndcg@20]
+    tune:
+      replicate: {seed: 100}
+      metric: ndcg@20
+      rows:
+        sl: {grid: {loss.tau: [0.1, 0.2]}}
+        slk: {grid: {loss.tau_w: [0.5, 2.5]}, inherit: {loss.tau_d: [sl, loss.tau]}}
+"""
+
+
+def _record(study, job, val, test=0.1, seed=None):
+    res = RunResult(status="completed", overrides=[*job.overrides], config={"seed": job.seed},
+                    best={"epoch": 1, "val": {"ndcg@20": val}}, test={"ndcg@20": test}, finished_at="t")
+    update_ledger(job.ledger, [ledger_row(res)], one_setting=job.one_setting)
+
+
+@pytest.mark.parametrize("body,message", [
+    ("tables: {a: [x=1]}\nrows: {r: [y=1]}\nseeds: [0]\nmetric: m\nmetrics: [m]\nbogus: 1", "unknown key(s) bogus"),
+    ("tables: {a: [x=1]}\nrows: {r: [y=1]}\nseeds: [0]\nmetric: m\nmetrics: [m]\nbaseline: q",
+     "baseline 'q' is no row"),
+    ("tables: {a: [x]}\nrows: {r: [y=1]}\nseeds: [0]\nmetric: m\nmetrics: [m]", "tables.a must be a list of key=value"),
+    ("tables: {a: [x=1]}\nrows: {r: [y=1]}\nseeds: [-1]\nmetric: m\nmetrics: [m]", "seeds must be a list of integers"),
+    ("tables: {a: [x=1]}\nrows: {r: [y=1]}\nseeds: [0]\nmetric: m\nmetrics: [m]\n"
+     "tune: {replicate: {seed: 9}, metric: m, rows: {r: {grid: {k: [1]}, inherit: {j: [zz, k]}}}}",
+     "tune.rows.r.inherit.j must be [tuned row, its key]"),
+])
+def test_a_malformed_study_is_one_line_naming_the_key(tmp_path, body, message):
+    (tmp_path / "bad.yaml").write_text(body)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        load_study(tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match="unknown study 'nope'; known: .*table6"):
+        load_study("nope")
+
+
+def test_the_plan_tunes_first_inherits_the_choice_and_never_reruns_a_recorded_run(tmp_path):
+    study = _study(tmp_path, TUNED)
+    runs = tmp_path / "runs"
+    blocked: list[str] = []
+    first = plan(study, runs, blocked=blocked)
+    # SL's two trials, then BCE's reported seeds; SL@K waits for SL's choice, SL's finals for its own
+    assert [(j.row, j.stage) for j in first] == [("sl", TUNE), ("sl", TUNE), ("bce", FINAL), ("bce", FINAL)]
+    assert any("sl: tuning not finished (2 of 2 trials left)" in b for b in blocked)
+    assert all("seed=100" in j.overrides for j in first[:2]) and "seed=0" in first[2].overrides
+    with pytest.raises(NotChosen):
+        chosen(study, "synth", "sl")
+    for job, val in zip(first[:2], (0.30, 0.35)):  # tau 0.2 wins on validation
+        _record(study, job, val, test=0.9 if val == 0.30 else 0.1)  # test values never choose
+    assert chosen(study, "synth", "sl")[0] == ["loss.tau=0.2"]
+    second = plan(study, runs)
+    slk = [j for j in second if j.row == "slk"]
+    assert [j.stage for j in slk] == [TUNE, TUNE] and all("loss.tau_d=0.2" in j.overrides for j in slk)
+    assert [(j.row, j.seed) for j in second if j.stage == FINAL] == [("bce", 0), ("sl", 0), ("bce", 1), ("sl", 1)]
+    assert all("loss.tau=0.2" in j.overrides for j in second if j.row == "sl" and j.stage == FINAL)
+    _record(study, second[-1], 0.3)  # SL seed 1 recorded: planned no more
+    assert not [j for j in plan(study, runs) if j.row == "sl" and j.seed == 1 and j.stage == FINAL]
+    # the tuning record stands in for the tune ledgers when they are gone (another machine's runs)
+    study.tuning_record.write_text("table,row,setting,val\nsynth,sl,loss.tau=0.1,0.5\nsynth,sl,loss.tau=0.2,0.4\n")
+    study.tune_ledger("synth", "sl").unlink()
+    assert chosen(study, "synth", "sl")[0] == ["loss.tau=0.1"]
+    assert study.tune.rows["slk"].at_edge(["loss.tau_d=0.2", "loss.tau_w=2.5"])
+
+
+def test_the_report_is_the_statistics_of_the_ledgers(tmp_path):
+    study = _study(tmp_path, TUNED)
+    values = {"sl": [0.30, 0.32, 0.31], "bce": [0.20, 0.25, 0.21]}
+    study = study.__class__(**{**study.__dict__, "seeds": (0, 1, 2), "tune": None})
+    for job in plan(study, tmp_path / "runs", (FINAL,)):
+        if job.row in values:
+            res = RunResult(status="completed", overrides=list(job.overrides), config={"seed": job.seed},
+                            best={"epoch": 1, "val": {}}, test={"ndcg@20": values[job.row][job.seed]}, finished_at="t")
+            update_ledger(job.ledger, [ledger_row(res)])
+    rows = {r.row: r.values for r in compute(study)}
+    sl, bce = np.array(values["sl"]), np.array(values["bce"])
+    half = stats.t.ppf(0.975, 2) * bce.std(ddof=1) / math.sqrt(3)
+    assert rows["bce"]["ndcg@20"] == pytest.approx(bce.mean()) and rows["bce"]["ndcg@20_ci"] == pytest.approx(half)
+    assert rows["bce"]["vs_baseline"] == pytest.approx(bce.mean() / sl.mean() - 1)
+    assert rows["bce"]["p_seeds"] == pytest.approx(stats.ttest_rel(bce, sl).pvalue)
+    assert rows["slk"]["n"] == 0 and math.isnan(rows["slk"]["ndcg@20"])
+    _, page = write_report(study, pages=tmp_path / "pages")
+    text = page.read_text()
+    assert f"| BCE | 3 | {fmt(bce.mean())} ± {fmt(half)} |" in text
+    assert pct(bce.mean() / sl.mean() - 1) in text and pval(stats.ttest_rel(bce, sl).pvalue) in text
+    assert (study.folder / "summary.csv").is_file()
+
+
+def test_number_formats():
+    assert (fmt(0.16704), fmt(1.5), fmt(math.nan)) == (".1670", "1.5000", "–")
+    assert (pct(0.026), pct(-0.0151)) == ("+2.6%", "−1.5%")
+    assert (pval(0.087), pval(2.3e-9), pval(0.00024), pval(1.0)) == (".087", "2.3·10⁻⁹", "2.4·10⁻⁴", "1")
+
+
+@pytest.mark.slow
+def test_lanes_run_a_study_end_to_end_and_a_second_call_runs_nothing(tmp_path):
+    study = _study(tmp_path, f"""
+        title: end to end
+        tables:
+          synth: {TINY}
+        rows:
+          sl: [loss=sl]
+          bpr: [loss=bpr]
+        placement: [logger=none]
+        seeds: [0, 1]
+        baseline: sl
+        metric: ndcg@20
+        metrics: [ndcg@20, recall@20]
+        per_user: [ndcg@20]
+    """)
+    lines: list[str] = []
+    assert run_lanes(study, tmp_path / "runs", lanes=2, say=lines.append) == 4
+    for row in ("sl", "bpr"):
+        held = read_ledger(study.ledger("synth", row, {}))
+        assert sorted(r["seed"] for r in held) == [0, 1]
+        assert (study.ledger("synth", row, {}).with_name(f"{row}.per_user") / "seed1.npz").is_file()
+    assert run_lanes(study, tmp_path / "runs", lanes=2, say=lines.append) == 0
+    text = status(study, tmp_path / "runs")
+    assert "4 done, 0 running, 0 left" in text
+    rows = {r.row: r for r in compute(study)}
+    assert rows["bpr"].values["users"] > 0  # per-user pairing from the kept files: no run folder needed
+    import shutil
+
+    shutil.rmtree(tmp_path / "runs")
+    assert {r.row: r.values["p_users"] for r in compute(study)} == {k: v.values["p_users"] for k, v in rows.items()}
