@@ -3,6 +3,7 @@ launcher (a cluster), resumable across sittings and machines through the ledgers
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -25,16 +26,33 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def ref_columns(study: Study) -> Callable[[RunResult], Mapping[str, float]] | None:
-    """The ledger's ``ref/<metric>`` columns of a finished run: its best model tested again under
-    ``study.ref``'s overrides (the SL@K reference code's protocol, say), when the study asks."""
-    if not study.ref:
+def validation_at(res: RunResult, metric: str, epochs: int) -> float:
+    """The validation ``metric`` at the last validation within the first ``epochs`` epochs (after
+    early stopping, the last one held); NaN when the run was set to fewer epochs (epochs count from 0)."""
+    if int((res.config.get("trainer") or {}).get("max_epochs", 0)) < epochs:
+        return math.nan
+    rows = [h for h in res.history if h.get("epoch", math.inf) < epochs and f"val/{metric}" in h]
+    return float(rows[-1][f"val/{metric}"]) if rows else math.nan
+
+
+def extra_columns(study: Study) -> Callable[[RunResult], Mapping[str, float]] | None:
+    """The ledger's extra columns of a finished run, as the study asks: ``ref/<metric>`` (its best
+    model tested again under ``study.ref``'s overrides: the SL@K reference code's protocol, say) and
+    ``curve/val_<metric>_e<E>`` (points of its validation curve)."""
+    if not study.ref and not study.curve:
         return None
-    from bench.analysis.checkpoints import retest
 
     def columns(res: RunResult) -> dict[str, float]:
-        _, per_user, _ = retest(res, list(study.ref["overrides"]))
-        return {f"ref/{m}": float(per_user[m].mean()) for m in study.ref["metrics"] if m in per_user}
+        out: dict[str, float] = {}
+        if study.curve:
+            for e in study.curve["epochs"]:
+                out[f"curve/val_{study.curve['metric']}_e{e}"] = validation_at(res, study.curve["metric"], e)
+        if study.ref:
+            from bench.analysis.checkpoints import retest
+
+            _, per_user, _ = retest(res, list(study.ref["overrides"]))
+            out.update({f"ref/{m}": float(per_user[m].mean()) for m in study.ref["metrics"] if m in per_user})
+        return out
 
     return columns
 
@@ -47,7 +65,7 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
     (the last trial of SL's grid lets SL@K's start; a row's choice, its reported runs). Each run is
     tried once per call; with lanes > 1 its output goes to ``<folder>.log``. Returns the runs tried."""
     env = {"OMP_NUM_THREADS": str(max(1, cpu_count() // max(1, lanes)))}
-    extra = ref_columns(study)
+    extra = extra_columns(study)
     tried: set[Path] = set()
     running: dict[Future, Job] = {}
     with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
@@ -103,7 +121,7 @@ def record_finished(study: Study, folder: Path, ledger: Path, one_setting: bool)
         return 0
     runs, _ = find_runs([folder])
     held = read_ledger(ledger)
-    extra = ref_columns(study) if one_setting else None
+    extra = extra_columns(study) if one_setting else None
     added = 0
     for res in runs:
         if res.status != COMPLETED or find_row(held, res.job_overrides) is not None:

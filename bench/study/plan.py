@@ -131,7 +131,7 @@ def plan(study: Study, runs: Path, stages: tuple[str, ...] = (TUNE, FINAL), tabl
     jobs: list[Job] = []
     for table in tables or list(study.tables):
         if TUNE in stages and study.tune is not None:
-            for row in [r for r in study.tune.rows if not rows or r in rows]:
+            for row in [r for r in study.tune.rows if (not rows or r in rows) and r in study.rows_of(table)]:
                 try:
                     row_trials = trials(study, table, row)
                 except NotChosen as why:
@@ -146,7 +146,7 @@ def plan(study: Study, runs: Path, stages: tuple[str, ...] = (TUNE, FINAL), tabl
             continue
         for seed in study.seeds:
             for replicate in study.replicate_values():
-                for row in [r for r in study.rows if not rows or r in rows]:
+                for row in [r for r in study.rows_of(table) if not rows or r in rows]:
                     try:
                         setting = chosen(study, table, row)[0]
                     except NotChosen as why:

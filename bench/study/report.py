@@ -68,6 +68,28 @@ def pval(p: float) -> str:
     return f"{mantissa}·10{sup}"
 
 
+def number(value: Any) -> float:
+    """A ledger cell as a float (NaN when empty or not a number)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return NAN
+
+
+#: ledger columns shown as counts or seconds rather than metrics
+WHOLE_COLUMNS = ("best_epoch", "epochs_trained")
+
+
+def column_text(name: str, value: float) -> str:
+    if value is None or math.isnan(value):
+        return "–"
+    if name in WHOLE_COLUMNS:
+        return f"{value:.0f}"
+    if name.endswith("_s"):
+        return f"{value:.2f}"
+    return fmt(value)
+
+
 def _names(study: Study, table: str, row: str) -> tuple[dict[str, Any], dict[str, float]]:
     cfg = compose([*base_overrides(study, table, row), "output_dir=unused"])
     names = {"task": str(cfg.task.name), "dataset": str(cfg.dataset.name), "model": str(cfg.model.name),
@@ -80,7 +102,7 @@ def rows_of(study: Study) -> list[Row]:
     """Every row of every table with its records (ledger rows; per-user values where kept)."""
     out = []
     for table in study.tables:
-        for row in study.rows:
+        for row in study.rows_of(table):
             names, paper = _names(study, table, row)
             try:
                 setting, tuning = chosen(study, table, row)
@@ -124,8 +146,8 @@ def compute(study: Study) -> list[Row]:
             values = [x.sampled[m] for x in r.records if m in x.sampled]
             v["sampled_" + m] = sum(values) / len(values) if values else NAN
         for m in study.columns:  # other ledger columns shown as the mean over runs (curve/..., diag/...)
-            values = [x.extra[m] for x in r.records if m in x.extra and not math.isnan(x.extra[m])]
-            v[m] = sum(values) / len(values) if values else NAN
+            values = [number(x.extra.get(m)) for x in r.records]
+            v[m] = sum(values) / len(values) if values and not any(math.isnan(x) for x in values) else NAN
         v["vs_baseline"] = v["p_seeds"] = v["p_users"] = NAN
         v["users"] = 0
         b = base.get(r.table)
@@ -185,7 +207,7 @@ def page(study: Study, rows: list[Row]) -> str:
                         cell += f" ({pct(v['ref_gap_' + m])})"
                     cells.append(cell)
             cells += [fmt(v["sampled_" + m]) for m in study.sampled]
-            cells += [fmt(v[m]) for m in study.columns]
+            cells += [column_text(m, v[m]) for m in study.columns]
             if study.baseline:
                 cells += ["" if r.row == study.baseline else pct(v["vs_baseline"]),
                           "" if r.row == study.baseline else pval(v["p_seeds"]),
@@ -212,6 +234,8 @@ def write_report(study: Study, pages: Path = PAGES_DIR) -> tuple[Path, Path]:
         trials = []
         for table in study.tables:
             for row in study.tune.rows:
+                if row not in study.rows_of(table):
+                    continue
                 try:
                     trials += tuning_table(study, table, row)
                 except NotChosen:

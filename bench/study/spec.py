@@ -3,7 +3,7 @@
     title: Table 6, SASRec
     source: SL@K paper (arXiv 2508.05673), Table 6
     tables:                  # the tables: each compares its rows with the baseline, on its own data
-      games: [+experiment=seq/table6_games]
+      games: [+experiment=seq/table6_games]     # or {overrides: [...], rows: [bce, sl]}: some rows only
     rows:                    # the configurations compared (one ledger each, per table)
       bce: [loss=bce]
       sl: [loss=sl]
@@ -52,7 +52,7 @@ RESULTS_DIR = Path(CONFIG_DIR).parent / "results"
 #: where studies' generated pages go
 PAGES_DIR = Path(CONFIG_DIR).parent / "docs" / "results"
 KEYS = {"title", "source", "tables", "rows", "common", "placement", "seeds", "replicates", "baseline", "metric",
-        "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns"}
+        "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns", "curve"}
 HOLM = ("study", "table")
 
 
@@ -113,7 +113,13 @@ class Study:
     tune: Tuning | None = None
     notes: str = ""
     columns: tuple[str, ...] = ()
+    curve: Mapping[str, Any] = field(default_factory=dict)
+    table_rows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     results: Path = RESULTS_DIR
+
+    def rows_of(self, table: str) -> tuple[str, ...]:
+        """The rows a table compares (every row, unless the table names some)."""
+        return self.table_rows.get(table) or tuple(self.rows)
 
     @property
     def folder(self) -> Path:
@@ -186,8 +192,17 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
     for needed in ("tables", "rows", "seeds", "metric", "metrics"):
         if needed not in spec:
             raise _fail(name, f"{needed} is missing")
-    tables = {str(t): _overrides(name, f"tables.{t}", o) for t, o in (spec["tables"] or {}).items()}
     rows = {str(r): _overrides(name, f"rows.{r}", o) for r, o in (spec["rows"] or {}).items()}
+    tables, table_rows = {}, {}
+    for t, entry in (spec["tables"] or {}).items():
+        if isinstance(entry, dict):
+            tables[str(t)] = _overrides(name, f"tables.{t}.overrides", entry.get("overrides"))
+            table_rows[str(t)] = _names(name, f"tables.{t}.rows", entry.get("rows") or list(rows))
+            unknown_rows = [r for r in table_rows[str(t)] if r not in rows]
+            if unknown_rows:
+                raise _fail(name, f"tables.{t}.rows names {', '.join(unknown_rows)}, no row; rows: {', '.join(rows)}")
+        else:
+            tables[str(t)] = _overrides(name, f"tables.{t}", entry)
     if not tables or not rows:
         raise _fail(name, "tables and rows must each name at least one")
     seeds = spec["seeds"]
@@ -216,7 +231,19 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
              "metrics": _names(name, "ref.metrics", ref.get("metrics"))} if ref else {},
         paper=spec.get("paper") or {}, paper_label=str(spec.get("paper_label", "paper")),
         tune=_tuning(name, spec.get("tune"), rows), notes=str(spec.get("notes", "")),
-        columns=_names(name, "columns", spec.get("columns") or []), results=results or RESULTS_DIR)
+        columns=_names(name, "columns", spec.get("columns") or []), curve=_curve(name, spec.get("curve")),
+        table_rows=table_rows, results=results or RESULTS_DIR)
+
+
+def _curve(name: str, spec: Any) -> dict[str, Any]:
+    """``curve: {metric: ndcg@20, epochs: [50, 100]}``: ledger columns ``curve/val_<metric>_e<E>``, the
+    validation value at the last validation before epoch E (NaN where a run was set to fewer)."""
+    if not spec:
+        return {}
+    if not isinstance(spec, dict) or set(spec) != {"metric", "epochs"} or not all(
+            isinstance(e, int) and e > 0 for e in spec["epochs"]):
+        raise _fail(name, "curve needs metric and epochs (a list of integers > 0)")
+    return {"metric": str(spec["metric"]), "epochs": tuple(spec["epochs"])}
 
 
 def _tuning(name: str, spec: Any, rows: Mapping[str, Any]) -> Tuning | None:

@@ -163,3 +163,35 @@ def test_lanes_run_a_study_end_to_end_and_a_second_call_runs_nothing(tmp_path):
 
     shutil.rmtree(tmp_path / "runs")
     assert {r.row: r.values["p_users"] for r in compute(study)} == {k: v.values["p_users"] for k, v in rows.items()}
+
+
+def test_curve_columns_are_the_validation_before_each_epoch_and_nan_beyond_the_schedule(tmp_path):
+    from bench.study.lanes import extra_columns
+
+    study = _study(tmp_path, """
+        tables: {t: [x=1]}
+        rows: {r: [y=1]}
+        seeds: [0]
+        metric: ndcg@20
+        metrics: [ndcg@20]
+        curve: {metric: ndcg@20, epochs: [5, 10, 30]}
+    """)
+    history = [{"epoch": e, "val/ndcg@20": e / 100} for e in (4, 9, 14, 19)]
+    res = RunResult(config={"trainer": {"max_epochs": 20}}, history=history)
+    columns = extra_columns(study)(res)
+    assert columns["curve/val_ndcg@20_e5"] == 0.04 and columns["curve/val_ndcg@20_e10"] == 0.09
+    assert math.isnan(columns["curve/val_ndcg@20_e30"])  # the run was set to 20 epochs
+
+
+def test_a_table_may_compare_some_rows_only(tmp_path):
+    study = _study(tmp_path, """
+        tables:
+          short: [trainer.max_epochs=1]
+          long: {overrides: [trainer.max_epochs=3], rows: [sl]}
+        rows: {sl: [loss=sl], slk: [loss=slk]}
+        seeds: [0]
+        metric: ndcg@20
+        metrics: [ndcg@20]
+    """)
+    assert [(j.table, j.row) for j in plan(study, tmp_path / "runs")] == [("short", "sl"), ("short", "slk"),
+                                                                          ("long", "sl")]
