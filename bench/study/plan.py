@@ -79,8 +79,13 @@ def _recorded_trials(study: Study, table: str, row: str) -> dict[str, float]:
     if not study.tuning_record.is_file():
         return {}
     with study.tuning_record.open(newline="") as fh:
-        return {r["setting"]: float(r["val"]) for r in csv.DictReader(fh)
+        return {_sorted(r["setting"]): float(r["val"]) for r in csv.DictReader(fh)
                 if r.get("table") == table and r.get("row") == row and r.get("val") not in (None, "")}
+
+
+def _sorted(setting: str) -> str:
+    """A trial's setting in a fixed order (records may list its overrides in another)."""
+    return " ".join(sorted(setting.split()))
 
 
 def tuning_table(study: Study, table: str, row: str) -> list[dict[str, Any]]:
@@ -91,7 +96,7 @@ def tuning_table(study: Study, table: str, row: str) -> list[dict[str, Any]]:
     out = []
     for trial in trials(study, table, row):
         found = find_row(held, trial_overrides(study, table, row, trial))
-        value = found.get(f"val/{study.tune.metric}") if found is not None else recorded.get(" ".join(trial))
+        value = found.get(f"val/{study.tune.metric}") if found is not None else recorded.get(_sorted(" ".join(trial)))
         out.append({"table": table, "row": row, "setting": " ".join(trial),
                     "val": float(value) if isinstance(value, int | float) else None,
                     "best_epoch": found.get("best_epoch") if found is not None else ""})
@@ -160,19 +165,27 @@ def plan(study: Study, runs: Path, stages: tuple[str, ...] = (TUNE, FINAL), tabl
                                     study.ledger(table, row, replicate), folder))
     if done:
         return jobs
-    held = {path: read_ledger(path) for path in {j.ledger for j in jobs}}  # each ledger read once
-    recorded = {(t["table"], t["row"], t["setting"]) for table in (tables or list(study.tables))
-                for row in (study.tune.rows if study.tune else {}) for t in _safe_tuning(study, table, row)
-                if t["val"] is not None}
-    return [j for j in jobs if find_row(held[j.ledger], j.overrides) is None
-            and not (j.stage == TUNE and (j.table, j.row, _trial_of(study, j)) in recorded)]
+    recorded = Recorded(study)
+    return [j for j in jobs if not recorded.holds(j)]
 
 
-def _safe_tuning(study: Study, table: str, row: str) -> list[dict[str, Any]]:
-    try:
-        return tuning_table(study, table, row)
-    except NotChosen:
-        return []
+class Recorded:
+    """What a study's records hold: its ledgers' rows (each read once), and the tuning trials of its
+    tuning record (``tuning.csv``, which stands in for tune ledgers whose rows are gone)."""
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self._ledgers: dict[Path, list] = {}
+        self._trials: dict[tuple[str, str], dict[str, float]] = {}
+
+    def holds(self, job: Job) -> bool:
+        rows = self._ledgers.setdefault(job.ledger, read_ledger(job.ledger))
+        if find_row(rows, job.overrides) is not None:
+            return True
+        if job.stage != TUNE:
+            return False
+        trials = self._trials.setdefault((job.table, job.row), _recorded_trials(self.study, job.table, job.row))
+        return _sorted(_trial_of(self.study, job)) in trials
 
 
 def _trial_of(study: Study, job: Job) -> str:

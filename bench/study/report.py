@@ -123,7 +123,7 @@ def rows_of(study: Study) -> list[Row]:
                     r.seed = index * 10_000 + r.seed
                 records += part
             label = paper_name(names["loss"], names["k"])
-            variant = " ".join(o for o in study.rows[row] if not o.startswith(("loss=", "+loss=")))
+            variant = " ".join(o for o in study.rows[row] if not o.startswith(("loss=", "+loss=", "loss.k=")))
             out.append(Row(table, row, records, text, edge, paper, f"{label} {variant}".strip()))
     return out
 
@@ -159,7 +159,27 @@ def compute(study: Study) -> list[Row]:
     for family in families:
         for r, p in zip(family, holm([r.values["p_users"] for r in family]), strict=True):
             r.values["p_users_holm"] = p
+    _recorded_user_tests(study, rows)
     return rows
+
+
+RECORDED = "recorded.csv"
+
+
+def _recorded_user_tests(study: Study, rows: list[Row]) -> None:
+    """Per-user (per-query) tests that need run folders no longer here: where the ledgers kept no
+    per-user values, ``results/<study>/<table>/recorded.csv`` holds the p-values computed while the
+    folders existed (``row, p_users, p_users_holm, recorded``), shown marked as such."""
+    for table in study.tables:
+        path = study.folder / table / RECORDED
+        if not path.is_file():
+            continue
+        recorded = pd.read_csv(path).set_index("row")
+        for r in rows:
+            if r.table == table and r.row in recorded.index and math.isnan(r.values["p_users"]):
+                r.values["p_users"] = float(recorded.at[r.row, "p_users"])
+                r.values["p_users_holm"] = float(recorded.at[r.row, "p_users_holm"])
+                r.values["p_users_recorded"] = str(recorded.at[r.row, "recorded"])
 
 
 def summary_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
@@ -189,7 +209,7 @@ def page(study: Study, rows: list[Row]) -> str:
             head += [f"sampled {m} (biased)" for m in study.sampled]
         head += list(study.columns)
         if study.baseline:
-            head += [f"{study.metric} {baseline}", "p (seeds)", "p (users, Holm)"]
+            head += [f"{study.metric} {baseline}", "p (paired runs)", f"p ({study.per}, Holm)"]
         head += ["setting"]
         lines += [f"## {table}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in members:
@@ -209,17 +229,24 @@ def page(study: Study, rows: list[Row]) -> str:
             cells += [fmt(v["sampled_" + m]) for m in study.sampled]
             cells += [column_text(m, v[m]) for m in study.columns]
             if study.baseline:
+                mark = " †" if "p_users_recorded" in v else ""
                 cells += ["" if r.row == study.baseline else pct(v["vs_baseline"]),
                           "" if r.row == study.baseline else pval(v["p_seeds"]),
-                          "" if r.row == study.baseline else pval(v["p_users_holm"])]
+                          "" if r.row == study.baseline else pval(v["p_users_holm"]) + mark]
             cells.append((r.setting or "–") + (" (grid edge)" if r.edge else ""))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     over = "seeds x " + ", ".join(study.replicates) if study.replicates else "seeds"
     lines += [f"Mean ± 95% Student-t half-width over the runs ({over}). "
-              f"Paired tests against {study.baseline or 'no baseline'}: t over seeds, Wilcoxon signed-rank over users "
-              f"(each user's {study.metric} averaged over the seeds both ran; only where per-user values were kept), "
+              f"Paired tests against {study.baseline or 'no baseline'}: t over the runs both ran (paired by "
+              f"{over}), Wilcoxon signed-rank over {study.per} (each one's {study.metric} averaged over the runs "
+              "both ran; only where per-user values were kept), "
               f"Holm over {'the whole study' if study.holm == 'study' else 'each table'}."]
+    recorded = sorted({r.values["p_users_recorded"] for r in rows if "p_users_recorded" in r.values})
+    if recorded:
+        lines += ["", f"† computed when the run folders (with their per-query values) were here "
+                      f"({', '.join(recorded)}); the ledgers keep no per-query values, so these are read from "
+                      f"`results/{study.name}/<table>/{RECORDED}`."]
     if study.notes:
         lines += ["", study.notes.strip()]
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@
     sampled: [hit@10, ndcg@10]   # the biased sampled protocol's, shown apart
     per_user: [ndcg@20, hit@20]  # per-user test values kept beside the ledgers (paired tests outlive run folders)
     holm: study              # Holm's family: every comparison of the study, or of each table
+    per: users               # what the per-user test pairs (users, queries, nodes)
     ref: {overrides: [eval.test_masks_valid=false], metrics: [ndcg@20]}   # a re-test of each run's best model
     paper: {}                # the paper's values where the experiments' ``paper:`` nodes lack
                              # them: {table: {row: {metric: value}}}
@@ -52,7 +53,8 @@ RESULTS_DIR = Path(CONFIG_DIR).parent / "results"
 #: where studies' generated pages go
 PAGES_DIR = Path(CONFIG_DIR).parent / "docs" / "results"
 KEYS = {"title", "source", "tables", "rows", "common", "placement", "seeds", "replicates", "baseline", "metric",
-        "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns", "curve"}
+        "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns", "curve",
+        "per"}
 HOLM = ("study", "table")
 
 
@@ -114,6 +116,7 @@ class Study:
     notes: str = ""
     columns: tuple[str, ...] = ()
     curve: Mapping[str, Any] = field(default_factory=dict)
+    per: str = "users"
     table_rows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     results: Path = RESULTS_DIR
 
@@ -232,6 +235,7 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         paper=spec.get("paper") or {}, paper_label=str(spec.get("paper_label", "paper")),
         tune=_tuning(name, spec.get("tune"), rows), notes=str(spec.get("notes", "")),
         columns=_names(name, "columns", spec.get("columns") or []), curve=_curve(name, spec.get("curve")),
+        per=str(spec.get("per", "users")),
         table_rows=table_rows, results=results or RESULTS_DIR)
 
 

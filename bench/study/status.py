@@ -8,8 +8,8 @@ import statistics
 from pathlib import Path
 
 from bench.records import RESULTS_FILE, RUNNING, RunResult
-from bench.records.ledger import find_row, read_ledger
-from bench.study.plan import FINAL, TUNE, plan
+from bench.records.ledger import read_ledger
+from bench.study.plan import FINAL, TUNE, Recorded, plan
 from bench.study.spec import Study
 
 
@@ -39,15 +39,14 @@ def status(study: Study, runs: Path, lanes: int = 1) -> str:
     plan(study, runs, blocked=blocked)
     times = _fit_seconds(study)
     every = [t for ts in times.values() for t in ts]
-    held: dict[Path, list] = {}
+    recorded = Recorded(study)
     counts: dict[tuple[str, str, str], dict[str, int]] = {}
     left_seconds = 0.0
     unknown = 0
     for job in jobs:
-        rows = held.setdefault(job.ledger, read_ledger(job.ledger))
         key = (job.table, job.row, job.stage)
         c = counts.setdefault(key, {"done": 0, "running": 0, "left": 0})
-        if find_row(rows, job.overrides) is not None:
+        if recorded.holds(job):
             c["done"] += 1
             continue
         live = (job.folder / RESULTS_FILE).is_file() and RunResult.read(job.folder).live_status() == RUNNING
