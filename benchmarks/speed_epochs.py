@@ -1,6 +1,6 @@
-"""Seconds per training epoch of reproduction cells, each run the way ``reproduce_paper.py`` runs it.
+"""Seconds per training epoch of studies' rows, each run the way ``python -m bench.study`` runs it.
 
-Each cell (a name of ``reproduce_paper.py --cells``, e.g. ml100k-mf-lambdaloss-s) trains for a few
+Each cell (``<study>/<table>/<row>`` of ``conf/study/``, e.g. table18/ml100k/lambdaloss-s) trains for a few
 epochs in a fresh ``python -m bench`` process with one thread, validated once at the end, and the run's
 median training epoch (``timing_s.train_epoch_median`` of results.json: sampling, forward, loss,
 backward, optimiser step and the loss's after-epoch hooks) is kept. Cells take turns over
@@ -8,7 +8,7 @@ backward, optimiser step and the loss's after-epoch hooks) is kept. Cells take t
 benchmark slows every cell alike. The ledgers' ``train_epoch_s`` column records the same quantity
 for every seed, but under whatever else the machine ran at the time; this is the controlled reading.
 
-    BENCH_DATA_DIR=../shared/data python benchmarks/speed_epochs.py --cells ml100k-mf-lambdarank ...
+    BENCH_DATA_DIR=../shared/data python benchmarks/speed_epochs.py --cells table18/ml100k/lambdarank ...
         [--epochs 6] [--rounds 3] [--digits portable native] [--out FILE.md]
 
 ``--digits portable native`` times each cell under both CPU-kernel modes (``BENCH_CPU_DIGITS``,
@@ -26,9 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from reproduce_paper import CELLS
-
+from bench.errors import BenchError
 from bench.records.io import read_json
+from bench.study.plan import base_overrides
+from bench.study.spec import load_study
 
 
 def epoch_seconds(overrides: list[str], epochs: int, workdir: Path, digits: str | None = None) -> tuple[float, float]:
@@ -48,6 +49,18 @@ def epoch_seconds(overrides: list[str], epochs: int, workdir: Path, digits: str 
     return float(timing["train_epoch_median"]), float(timing["test"])
 
 
+def overrides_of(cell: str) -> list[str]:
+    """``study/table/row`` -> the row's overrides in that table of the study."""
+    try:
+        name, table, row = cell.split("/")
+        study = load_study(name)
+        if table not in study.tables or row not in study.rows_of(table):
+            raise BenchError(f"{name} has no row {row} in a table {table}")
+    except (ValueError, BenchError) as exc:
+        raise SystemExit(f"--cells {cell}: {exc} (write study/table/row, e.g. table18/ml100k/slk)") from None
+    return base_overrides(study, table, row)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", nargs="+", required=True)
@@ -57,9 +70,7 @@ def main() -> int:
                         help="time each cell under these BENCH_CPU_DIGITS modes")
     parser.add_argument("--out", type=Path, help="also write the table here (markdown)")
     args = parser.parse_args()
-    unknown = [c for c in args.cells if c not in CELLS]
-    if unknown:
-        raise SystemExit(f"unknown cell(s) {', '.join(unknown)}; known: {', '.join(sorted(CELLS))}")
+    cells = {cell: overrides_of(cell) for cell in args.cells}
     modes: list[str | None] = list(args.digits) if args.digits else [None]
     runs = [(c, m) for c in args.cells for m in modes]
     times: dict[tuple, list[tuple[float, float]]] = {r: [] for r in runs}
@@ -67,7 +78,7 @@ def main() -> int:
         for r in range(args.rounds):
             for cell, mode in runs:
                 where = Path(tmp) / f"{cell}-{mode}-{r}"
-                times[(cell, mode)].append(epoch_seconds(CELLS[cell][0], args.epochs, where, mode))
+                times[(cell, mode)].append(epoch_seconds(cells[cell], args.epochs, where, mode))
                 print(f"round {r}: {cell} {mode or ''} {times[(cell, mode)][-1][0]:.2f} s/epoch", flush=True)
     lines = [f"Median training epoch and full-ranking test over {args.rounds} rounds of {args.epochs} epochs, one "
              f"thread ({os.cpu_count()} cores).", "",

@@ -88,3 +88,17 @@ def supersede(recorded: Iterable[str], extra: Sequence[str]) -> list[str]:
     keys = {override_key(o) for o in extra}
     return [o for o in recorded
             if not any(override_key(o) == k or override_key(o).startswith(k + ".") for k in keys)] + list(extra)
+
+
+#: spellings of one value: Hydra records a sweep's booleans as Python writes them (``True``)
+_SPELLINGS = {"true": "true", "false": "false", "null": "null", "none": "null"}
+
+
+def canonical_setting(setting: str) -> str:
+    """A setting with its values spelled one way (``loss.self_term=True`` -> ``=true``), for comparing
+    settings that ledgers recorded from different command lines."""
+    out = []
+    for token in setting.split():
+        key, eq, value = token.partition("=")
+        out.append(f"{key}{eq}{_SPELLINGS.get(value.lower(), value)}" if eq else token)
+    return " ".join(sorted(out))

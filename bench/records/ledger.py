@@ -31,7 +31,7 @@ import numpy as np
 
 from bench.determinism import digits_key
 from bench.errors import BenchError
-from bench.records.configuration import override_key, setting_of
+from bench.records.configuration import canonical_setting, override_key, setting_of
 from bench.records.identity import short
 from bench.records.io import atomic_write_bytes
 from bench.records.schema import RunResult
@@ -169,8 +169,9 @@ def _update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_set
     rows = {_key(r): dict(r) for r in read_ledger(path)}
     for new in new_rows:
         for key in ("setting", "data", "data_id") if one_setting else ("data", "data_id"):
-            held = {str(r[key]) for r in rows.values() if r.get(key) not in (None, "")}
-            if new.get(key) not in (None, "") and held and str(new[key]) not in held:
+            spell = canonical_setting if key == "setting" else str
+            held = {spell(str(r[key])) for r in rows.values() if r.get(key) not in (None, "")}
+            if new.get(key) not in (None, "") and held and spell(str(new[key])) not in held:
                 raise BenchError(
                     f"{path} holds runs with {key} {sorted(held)[0]!r}, but seed {new['seed']} ran with "
                     f"{new[key]!r}: pool only runs of one configuration on the same data; write this one "
@@ -190,14 +191,14 @@ def _update_ledger(path: Path, new_rows: Iterable[Mapping[str, object]], one_set
 
 
 def _key(row: Mapping[str, object]) -> tuple[str, int]:
-    return str(row.get("setting", "")), int(row["seed"])  # type: ignore[call-overload]
+    return canonical_setting(str(row.get("setting", ""))), int(row["seed"])  # type: ignore[call-overload]
 
 
 def find_row(rows: Iterable[Mapping[str, object]], overrides: Iterable[str]) -> Mapping[str, object] | None:
     """The row of the run ``overrides`` would make (same setting, same seed), if the ledger holds it."""
     overrides = list(overrides)
     seeds = [int(o.split("=", 1)[1]) for o in overrides if override_key(o) == "seed"]
-    want = (setting_of(overrides), seeds[-1] if seeds else 0)
+    want = (canonical_setting(setting_of(overrides)), seeds[-1] if seeds else 0)
     return next((r for r in rows if _key(r) == want), None)
 
 

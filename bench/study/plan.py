@@ -149,9 +149,11 @@ def plan(study: Study, runs: Path, stages: tuple[str, ...] = (TUNE, FINAL), tabl
                                     folder))
         if FINAL not in stages:
             continue
-        for seed in study.seeds:
+        every = sorted({s for r in study.rows_of(table) for s in study.seeds_of(table, r)})
+        for seed in every:
             for replicate in study.replicate_values():
-                for row in [r for r in study.rows_of(table) if not rows or r in rows]:
+                for row in [r for r in study.rows_of(table) if (not rows or r in rows)
+                            and seed in study.seeds_of(table, r)]:
                     try:
                         setting = chosen(study, table, row)[0]
                     except NotChosen as why:

@@ -7,6 +7,7 @@ the page ``docs/results/<study>.md``."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,7 @@ def rows_of(study: Study) -> list[Row]:
 
 def compute(study: Study) -> list[Row]:
     rows = rows_of(study)
-    base = {r.table: r for r in rows if r.row == study.baseline}
+    by_name = {(r.table, r.row): r for r in rows}
     for r in rows:
         v = r.values
         v["n"] = len(r.records)
@@ -150,7 +151,10 @@ def compute(study: Study) -> list[Row]:
             v[m] = sum(values) / len(values) if values and not any(math.isnan(x) for x in values) else NAN
         v["vs_baseline"] = v["p_seeds"] = v["p_users"] = NAN
         v["users"] = 0
-        b = base.get(r.table)
+        b = by_name.get((r.table, study.baseline_of(r.row) or ""))
+        paper_metric = study.metric.split(":", 1)[-1]
+        if b is not None and b is not r and r.paper.get(paper_metric) and b.paper.get(paper_metric):
+            v["paper_vs_baseline"] = r.paper[paper_metric] / b.paper[paper_metric] - 1
         if b is not None and b is not r and r.records and b.records:
             c = compare(r.records, b.records, study.metric)
             v["vs_baseline"], v["p_seeds"], v["p_users"], v["users"] = (c.rel_change, c.p_seed_t, c.p_user_wilcoxon,
@@ -160,7 +164,26 @@ def compute(study: Study) -> list[Row]:
         for r, p in zip(family, holm([r.values["p_users"] for r in family]), strict=True):
             r.values["p_users_holm"] = p
     _recorded_user_tests(study, rows)
+    _seed_summaries(study, rows)
     return rows
+
+
+def _seed_summaries(study: Study, rows: list[Row]) -> None:
+    """A row whose runs predate ledgers (their folders gone) but whose sweep left a seed summary
+    (``results/<study>/<table>/<row>.summary.csv``: metric, n, mean, ci_half, seeds): its means and
+    intervals from there, marked as such; no paired test is possible."""
+    for r in rows:
+        path = study.ledger(r.table, r.row, {}).with_suffix(".summary.csv")
+        if r.records or not path.is_file():
+            continue
+        summary = pd.read_csv(path).set_index("metric")
+        v = r.values
+        for m in study.metrics:
+            if m in summary.index:
+                v[m], v[m + "_ci"] = float(summary.at[m, "mean"]), float(summary.at[m, "ci_half"])
+                v["n"] = int(summary.at[m, "n"])
+                v["gap_" + m] = v[m] / r.paper[m] - 1 if r.paper.get(m) else NAN
+        v["summary_only"] = str(path.relative_to(study.results))
 
 
 RECORDED = "recorded.csv"
@@ -170,16 +193,20 @@ def _recorded_user_tests(study: Study, rows: list[Row]) -> None:
     """Per-user (per-query) tests that need run folders no longer here: where the ledgers kept no
     per-user values, ``results/<study>/<table>/recorded.csv`` holds the p-values computed while the
     folders existed (``row, p_users, p_users_holm, recorded``), shown marked as such."""
-    for table in study.tables:
-        path = study.folder / table / RECORDED
+    for r in rows:  # beside the row's ledger (another study's, for a row whose runs are that study's)
+        path = study.ledger(r.table, r.row, {}).parent / RECORDED
         if not path.is_file():
             continue
         recorded = pd.read_csv(path).set_index("row")
-        for r in rows:
-            if r.table == table and r.row in recorded.index and math.isnan(r.values["p_users"]):
-                r.values["p_users"] = float(recorded.at[r.row, "p_users"])
-                r.values["p_users_holm"] = float(recorded.at[r.row, "p_users_holm"])
-                r.values["p_users_recorded"] = str(recorded.at[r.row, "recorded"])
+        if r.row in recorded.index:
+            for column in recorded.columns:
+                if column in ("recorded", "p_users_holm") or pd.isna(recorded.at[r.row, column]):
+                    continue
+                if math.isnan(r.values.get(column, NAN)):
+                    r.values[column] = float(recorded.at[r.row, column])
+                    if column == "p_users":
+                        r.values["p_users_holm"] = float(recorded.at[r.row, "p_users_holm"])
+                    r.values.setdefault("recorded", {})[column] = str(recorded.at[r.row, "recorded"])
 
 
 def summary_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
@@ -202,9 +229,8 @@ def page(study: Study, rows: list[Row]) -> str:
     for table in study.tables:
         members = [r for r in rows if r.table == table]
         head = ["row", "runs", *[m.upper() if False else m for m in study.metrics]]
-        if any(not math.isnan(r.values.get("ref_" + m, NAN)) for r in members for m in study.metrics):
-            head += [f"{m}, reference protocol" for m in study.metrics
-                     if any(not math.isnan(r.values.get("ref_" + m, NAN)) for r in members)]
+        head += [f"{m}, reference protocol" for m in study.metrics
+                 if any(not math.isnan(r.values.get("ref_" + m, NAN)) for r in members)]
         if study.sampled:
             head += [f"sampled {m} (biased)" for m in study.sampled]
         head += list(study.columns)
@@ -214,7 +240,7 @@ def page(study: Study, rows: list[Row]) -> str:
         lines += [f"## {table}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in members:
             v = r.values
-            cells = [r.label, str(v["n"])]
+            cells = [r.label + (" ‡" if "summary_only" in v else ""), str(v["n"])]
             for m in study.metrics:
                 cell = f"{fmt(v[m])} ± {fmt(v[m + '_ci'])}" if v["n"] else "–"
                 if not math.isnan(v["paper_" + m]):
@@ -222,34 +248,74 @@ def page(study: Study, rows: list[Row]) -> str:
                 cells.append(cell)
             for m in study.metrics:
                 if f"{m}, reference protocol" in head:
-                    cell = fmt(v["ref_" + m])
-                    if not math.isnan(v["ref_gap_" + m]):
-                        cell += f" ({pct(v['ref_gap_' + m])})"
+                    cell = fmt(v["ref_" + m]) + (" †" if "ref_" + m in v.get("recorded", {}) else "")
+                    gap = v["ref_gap_" + m]
+                    if math.isnan(gap) and not math.isnan(v["ref_" + m]) and r.paper.get(m):
+                        gap = v["ref_" + m] / r.paper[m] - 1
+                    if not math.isnan(gap):
+                        cell += f" ({pct(gap)})"
                     cells.append(cell)
             cells += [fmt(v["sampled_" + m]) for m in study.sampled]
             cells += [column_text(m, v[m]) for m in study.columns]
             if study.baseline:
-                mark = " †" if "p_users_recorded" in v else ""
-                cells += ["" if r.row == study.baseline else pct(v["vs_baseline"]),
-                          "" if r.row == study.baseline else pval(v["p_seeds"]),
-                          "" if r.row == study.baseline else pval(v["p_users_holm"]) + mark]
+                mark = " †" if "p_users" in v.get("recorded", {}) else ""
+                own = study.baseline_of(r.row)
+                compared = own is not None and own != r.row and own in study.rows_of(r.table)
+                versus = "" if own == study.baseline or not compared else f" (vs {own})"
+                theirs = v.get("paper_vs_baseline", NAN)
+                paper_change = f" ({study.paper_label} {pct(theirs)})" if not math.isnan(theirs) else ""
+                cells += [pct(v["vs_baseline"]) + versus + paper_change if compared else "",
+                          pval(v["p_seeds"]) if compared else "",
+                          pval(v["p_users_holm"]) + mark if compared else ""]
             cells.append((r.setting or "–") + (" (grid edge)" if r.edge else ""))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    for view in study.views:
+        lines += _view_lines(study, rows, view)
     over = "seeds x " + ", ".join(study.replicates) if study.replicates else "seeds"
     lines += [f"Mean ± 95% Student-t half-width over the runs ({over}). "
               f"Paired tests against {study.baseline or 'no baseline'}: t over the runs both ran (paired by "
               f"{over}), Wilcoxon signed-rank over {study.per} (each one's {study.metric} averaged over the runs "
               "both ran; only where per-user values were kept), "
               f"Holm over {'the whole study' if study.holm == 'study' else 'each table'}."]
-    recorded = sorted({r.values["p_users_recorded"] for r in rows if "p_users_recorded" in r.values})
+    summaries = sorted({r.values["summary_only"] for r in rows if "summary_only" in r.values})
+    if summaries:
+        lines += ["", "‡ runs made before ledgers existed, their folders since gone: the means and intervals are "
+                      f"their sweep's seed summary ({', '.join(f'`results/{x}`' for x in summaries)}); no paired "
+                      "test, and a rerun would add them to a ledger."]
+    recorded = sorted({when for r in rows for when in r.values.get("recorded", {}).values()})
     if recorded:
-        lines += ["", f"† computed when the run folders (with their per-query values) were here "
-                      f"({', '.join(recorded)}); the ledgers keep no per-query values, so these are read from "
-                      f"`results/{study.name}/<table>/{RECORDED}`."]
+        lines += ["", f"† computed when the run folders (with their per-user values and best models) were here "
+                      f"({', '.join(recorded)}); the ledgers do not keep them, so these are read from "
+                      f"the `{RECORDED}` beside the row's ledger."]
     if study.notes:
         lines += ["", study.notes.strip()]
     return "\n".join(lines) + "\n"
+
+
+def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[str]:
+    """Another table of the same runs: ``view``'s rows, each metric as mean ± CI (paper, gap)."""
+    by_row = {r.row: r for r in rows if r.table == view["table"]}
+    head = ["row", "runs", *view["metrics"]]
+    lines = [f"## {view['title']}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in view["rows"]:
+        r = by_row.get(name)
+        if r is None:
+            continue
+        cells = [r.label, str(len(r.records))]
+        for m in view["metrics"]:
+            if not r.records:
+                cells.append("–")
+                continue
+            ci = interval(r.records, m)
+            cell = f"{fmt(ci['mean'])} ± {fmt(ci['ci_half'])}"
+            if m in r.paper:
+                cell += f" ({study.paper_label} {fmt(r.paper[m])}, {pct(ci['mean'] / r.paper[m] - 1)})"
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    if view.get("note"):
+        lines += ["", view["note"]]
+    return [*lines, ""]
 
 
 def write_report(study: Study, pages: Path = PAGES_DIR) -> tuple[Path, Path]:

@@ -3,9 +3,10 @@
     title: Table 6, SASRec
     source: SL@K paper (arXiv 2508.05673), Table 6
     tables:                  # the tables: each compares its rows with the baseline, on its own data
-      games: [+experiment=seq/table6_games]     # or {overrides: [...], rows: [bce, sl]}: some rows only
+      games: [+experiment=seq/table6_games]     # or {overrides: [...], rows: [bce, sl], seeds: [...]}
     rows:                    # the configurations compared (one ledger each, per table)
-      bce: [loss=bce]
+      bce: [loss=bce]        # or {overrides, seeds, baseline, record}: its own seeds, the row it is
+                             # compared with, the study whose ledgers hold its runs
       sl: [loss=sl]
       slk: [loss=slk]
     common: []               # overrides every run gets that are part of its configuration
@@ -20,6 +21,7 @@
     holm: study              # Holm's family: every comparison of the study, or of each table
     per: users               # what the per-user test pairs (users, queries, nodes)
     ref: {overrides: [eval.test_masks_valid=false], metrics: [ndcg@20]}   # a re-test of each run's best model
+    views: []                # more tables of the same runs: [{title, table, rows, metrics}]
     paper: {}                # the paper's values where the experiments' ``paper:`` nodes lack
                              # them: {table: {row: {metric: value}}}
     tune:                    # optional: settings chosen on validation before the reported runs
@@ -54,7 +56,7 @@ RESULTS_DIR = Path(CONFIG_DIR).parent / "results"
 PAGES_DIR = Path(CONFIG_DIR).parent / "docs" / "results"
 KEYS = {"title", "source", "tables", "rows", "common", "placement", "seeds", "replicates", "baseline", "metric",
         "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns", "curve",
-        "per"}
+        "per", "views"}
 HOLM = ("study", "table")
 
 
@@ -118,11 +120,24 @@ class Study:
     curve: Mapping[str, Any] = field(default_factory=dict)
     per: str = "users"
     table_rows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    table_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    row_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    views: tuple[Mapping[str, Any], ...] = ()
+    row_baselines: Mapping[str, str] = field(default_factory=dict)
+    row_records: Mapping[str, str] = field(default_factory=dict)
     results: Path = RESULTS_DIR
+
+    def baseline_of(self, row: str) -> str | None:
+        """The row a row is compared with: its own baseline, else the study's."""
+        return self.row_baselines.get(row, self.baseline)
 
     def rows_of(self, table: str) -> tuple[str, ...]:
         """The rows a table compares (every row, unless the table names some)."""
         return self.table_rows.get(table) or tuple(self.rows)
+
+    def seeds_of(self, table: str, row: str) -> tuple[int, ...]:
+        """The seeds a row runs in a table: its own, else the table's, else the study's."""
+        return self.row_seeds.get(row) or self.table_seeds.get(table) or self.seeds
 
     @property
     def folder(self) -> Path:
@@ -135,8 +150,10 @@ class Study:
         return [dict(zip(keys, values)) for values in itertools.product(*(self.replicates[k] for k in keys))]
 
     def ledger(self, table: str, row: str, replicate: Mapping[str, Any]) -> Path:
+        """The row's ledger in a table (another study's, where the row says its runs are that study's)."""
         tag = "".join(f"_{k.rsplit('.', 1)[-1]}{v}" for k, v in replicate.items())
-        return self.folder / table / f"{row}{tag}.csv"
+        folder = self.results / self.row_records[row] if row in self.row_records else self.folder
+        return folder / table / f"{row}{tag}.csv"
 
     def tune_ledger(self, table: str, row: str) -> Path:
         return self.folder / table / "tune" / f"{row}.csv"
@@ -195,12 +212,30 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
     for needed in ("tables", "rows", "seeds", "metric", "metrics"):
         if needed not in spec:
             raise _fail(name, f"{needed} is missing")
-    rows = {str(r): _overrides(name, f"rows.{r}", o) for r, o in (spec["rows"] or {}).items()}
-    tables, table_rows = {}, {}
+    rows, row_seeds = {}, {}
+    row_baselines, row_records = {}, {}
+    for r, entry in (spec["rows"] or {}).items():
+        if isinstance(entry, dict):
+            unknown_keys = sorted(set(entry) - {"overrides", "seeds", "baseline", "record"})
+            if unknown_keys:
+                raise _fail(name, f"rows.{r} has unknown key(s) {', '.join(unknown_keys)}; a row takes overrides, "
+                                  "seeds, baseline, record")
+            rows[str(r)] = _overrides(name, f"rows.{r}.overrides", entry.get("overrides"))
+            if entry.get("seeds") is not None:
+                row_seeds[str(r)] = _seeds(name, f"rows.{r}.seeds", entry["seeds"])
+            if entry.get("baseline") is not None:
+                row_baselines[str(r)] = str(entry["baseline"])
+            if entry.get("record") is not None:  # its ledgers are another study's (the same runs)
+                row_records[str(r)] = str(entry["record"])
+        else:
+            rows[str(r)] = _overrides(name, f"rows.{r}", entry)
+    tables, table_rows, table_seeds = {}, {}, {}
     for t, entry in (spec["tables"] or {}).items():
         if isinstance(entry, dict):
             tables[str(t)] = _overrides(name, f"tables.{t}.overrides", entry.get("overrides"))
             table_rows[str(t)] = _names(name, f"tables.{t}.rows", entry.get("rows") or list(rows))
+            if entry.get("seeds") is not None:
+                table_seeds[str(t)] = _seeds(name, f"tables.{t}.seeds", entry["seeds"])
             unknown_rows = [r for r in table_rows[str(t)] if r not in rows]
             if unknown_rows:
                 raise _fail(name, f"tables.{t}.rows names {', '.join(unknown_rows)}, no row; rows: {', '.join(rows)}")
@@ -208,12 +243,12 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
             tables[str(t)] = _overrides(name, f"tables.{t}", entry)
     if not tables or not rows:
         raise _fail(name, "tables and rows must each name at least one")
-    seeds = spec["seeds"]
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise _fail(name, f"seeds must be a list of integers >= 0, got {seeds!r}")
+    seeds = _seeds(name, "seeds", spec["seeds"])
+    views = tuple(_view(name, v, tables, rows) for v in spec.get("views") or [])
     baseline = spec.get("baseline")
-    if baseline is not None and baseline not in rows:
-        raise _fail(name, f"baseline {baseline!r} is no row; rows: {', '.join(rows)}")
+    for b in [baseline, *row_baselines.values()]:
+        if b is not None and b not in rows:
+            raise _fail(name, f"baseline {b!r} is no row; rows: {', '.join(rows)}")
     holm = spec.get("holm", "table")
     if holm not in HOLM:
         raise _fail(name, f"holm={holm!r}; use {' or '.join(HOLM)}")
@@ -225,7 +260,7 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         raise _fail(name, "ref needs overrides (the re-test's eval.* settings) and metrics")
     return Study(
         name=name, title=str(spec.get("title", name)), source=str(spec.get("source", "")), tables=tables, rows=rows,
-        seeds=tuple(seeds), metric=str(spec["metric"]), metrics=_names(name, "metrics", spec["metrics"]),
+        seeds=seeds, metric=str(spec["metric"]), metrics=_names(name, "metrics", spec["metrics"]),
         common=_overrides(name, "common", spec.get("common")),
         placement=_overrides(name, "placement", spec.get("placement")), replicates=replicates, baseline=baseline,
         sampled=_names(name, "sampled", spec.get("sampled") or []),
@@ -235,8 +270,26 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         paper=spec.get("paper") or {}, paper_label=str(spec.get("paper_label", "paper")),
         tune=_tuning(name, spec.get("tune"), rows), notes=str(spec.get("notes", "")),
         columns=_names(name, "columns", spec.get("columns") or []), curve=_curve(name, spec.get("curve")),
-        per=str(spec.get("per", "users")),
+        per=str(spec.get("per", "users")), table_seeds=table_seeds, row_seeds=row_seeds, views=views,
+        row_baselines=row_baselines, row_records=row_records,
         table_rows=table_rows, results=results or RESULTS_DIR)
+
+
+def _seeds(name: str, where: str, seeds: Any) -> tuple[int, ...]:
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise _fail(name, f"{where} must be a list of integers >= 0, got {seeds!r}")
+    return tuple(seeds)
+
+
+def _view(name: str, spec: Any, tables: Mapping[str, Any], rows: Mapping[str, Any]) -> dict[str, Any]:
+    """``{title, table, rows, metrics}``: another table of the same runs (the paper's Table 3 of
+    Table 2's runs, say)."""
+    if not isinstance(spec, dict) or not {"title", "table", "rows", "metrics"} <= set(spec):
+        raise _fail(name, "a view needs title, table, rows and metrics")
+    if spec["table"] not in tables or any(r not in rows for r in spec["rows"]):
+        raise _fail(name, f"view {spec['title']!r} names a table or rows the study lacks")
+    return {"title": str(spec["title"]), "table": str(spec["table"]), "rows": tuple(spec["rows"]),
+            "metrics": _names(name, "views.metrics", spec["metrics"]), "note": str(spec.get("note", ""))}
 
 
 def _curve(name: str, spec: Any) -> dict[str, Any]:

@@ -78,5 +78,5 @@ def _waiting_trials(study: Study, runs: Path) -> int:
     if study.tune is None:
         return 0
     planned = {(j.table, j.row) for j in plan(study, runs, (FINAL,), done=True)}
-    per_row = len(study.seeds) * len(study.replicate_values())
-    return sum(per_row for t in study.tables for r in study.tune.rows if (t, r) not in planned) if TUNE else 0
+    return sum(len(study.seeds_of(t, r)) * len(study.replicate_values()) for t in study.tables
+               for r in study.tune.rows if (t, r) not in planned and r in study.rows_of(t)) if TUNE else 0
