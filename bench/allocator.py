@@ -57,7 +57,7 @@ def skip_uninitialised_fill() -> None:
     ``torch.use_deterministic_algorithms`` (``trainer.deterministic``, on by default) also makes
     PyTorch fill every buffer it allocates uninitialised (``torch.empty``, most kernels' outputs)
     with NaN, so that a kernel reading memory it never wrote would show. No kernel here does: every
-    case of ``benchmarks/identity_grid.py`` (each task, backbone, loss, estimator and negative
+    case of ``tools/identity_grid.py`` (each task, backbone, loss, estimator and negative
     mode) gives the same numbers to the last bit with and without the fill. The fill writes each
     new buffer once more, which was ~10% of a Gowalla shared step (sampled with py-spy)."""
     torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]  # a module property

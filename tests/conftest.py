@@ -10,7 +10,6 @@
 - ``wandb_run_file``: the summary and run fields of an offline W&B run file.
 - ``crash_at``: a callback that kills a run at an epoch (SIGINT handling restored after).
 - ``sequences_file``: a small timestamped interaction file for sequential tests.
-- ``benchmark_script``: a script of ``benchmarks/`` loaded as a module (to test its functions).
 - ``folder_holder``: another live process holding a run folder's lock (killed with -9 after).
 """
 
@@ -230,21 +229,6 @@ def sequences_file() -> Callable[..., Path]:
         return path
 
     return write
-
-
-@pytest.fixture
-def benchmark_script() -> Callable[[str], object]:
-    """``benchmark_script("negatives_study")``: ``benchmarks/negatives_study.py`` as a module."""
-    import importlib.util
-
-    def load(name: str) -> object:
-        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    return load
 
 
 @pytest.fixture

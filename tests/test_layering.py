@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("bench.report",)),
     ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep", "bench.resumable",
              "bench.collect")),
-    ("analysis", ("bench.analysis", "bench.export", "bench.study")),
+    ("analysis", ("bench.analysis", "bench.export", "bench.study", "bench.site")),
     ("command line", ("bench.app", "bench", "bench.__main__")),
 ]
 #: inside the model/loss layer, the order of its parts (losses use estimators and ranks)
@@ -49,7 +49,7 @@ def _rank(module: str) -> tuple[int, int]:
     for i, (_, units) in enumerate(LAYERS):
         if unit in units:
             return i, SUBLAYERS.index(unit) if unit in SUBLAYERS else 0
-    raise AssertionError(f"{module} is in no layer; add it to LAYERS (and to the README's layout section)")
+    raise AssertionError(f"{module} is in no layer; add it to LAYERS (and to docs/reproducibility.md's layout)")
 
 
 def _imports(path: Path) -> set[str]:

@@ -92,7 +92,7 @@ def main() -> int:
     if args.out:
         runs = " ".join(str(r) for r in args.runs)
         args.out.write_text(f"# The negatives' sum beside SL@K's self term, {date.today()}\n\n"
-                            f"`python benchmarks/self_term_normaliser.py {runs}`\n\n{table}")
+                            f"`python -m bench.analysis.self_term {runs}`\n\n{table}")
     return 0
 
 

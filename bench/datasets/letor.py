@@ -359,7 +359,8 @@ class LetorSource:
 
 _LETOR_FILES = {"train": "Fold{fold}/train.txt", "valid": "Fold{fold}/vali.txt", "test": "Fold{fold}/test.txt"}
 
-# From the data README: the meta-toolkit/meta commits that hold LETOR 4.0 MQ2008 and LETOR 3.0
+# From the data README (../shared/data/README.md; docs/data.md): the meta-toolkit/meta commits
+# that hold LETOR 4.0 MQ2008 and LETOR 3.0
 # OHSUMED (QueryLevelNorm), LF line ends.
 _MQ2008 = {
     "Fold1/train.txt": "9b98c14e9536f2a18c59670714c99defc63e74359c56cba219a61db248f27123",

@@ -3,7 +3,7 @@
     python -m bench.report multirun/2026-11-30/10-00-00 [more run or sweep dirs]
         [--baseline sl] [--metrics recall@20 ndcg@20] [--out DIR]
     python -m bench.report --wandb ENTITY/PROJECT [--filter config.dataset.name=health]
-    python -m bench.report benchmarks/results/reproduce/health-mf-*    # committed run ledgers (runs.csv)
+    python -m bench.report path/to/sweep    # a sweep whose folders are gone: its committed ledger (runs.csv)
 
 A run ledger's rows count as runs whose folders are gone: seed intervals and seed-paired tests,
 no per-user tests.

@@ -60,7 +60,7 @@ class RunRecord:
             "ndcg@10": ..., "mrr": ...}`` (from a results file also ``negatives``, ``seed``, ``users``,
             ``short_users``); empty unless the run set ``eval.sampled_negatives``. Never in ``test``.
         ref: test metrics under the SL@K reference code's protocol (only training items masked),
-            ``{"ndcg@20": ...}``, from a run ledger's ``ref/`` columns (benchmarks/reproduce_paper.py
+            ``{"ndcg@20": ...}``, from a run ledger's ``ref/`` columns (a study's ``ref:`` re-test
             writes them); empty otherwise.
         history: validation rows ``{"epoch": e, "val/ndcg@20": ...}``.
         paper: the paper's values for this configuration (``paper`` config node), if any.

@@ -37,6 +37,7 @@ class Row:
     edge: bool
     paper: dict[str, float]
     label: str = ""
+    loss: str = ""
     values: dict[str, Any] = field(default_factory=dict)
 
 
@@ -78,7 +79,7 @@ def number(value: Any) -> float:
 
 
 #: ledger columns shown as counts or seconds rather than metrics
-WHOLE_COLUMNS = ("best_epoch", "epochs_trained")
+WHOLE_COLUMNS = ("best_epoch", "epochs_trained", "diag/beta_effective_rank_median")
 
 
 def column_text(name: str, value: float) -> str:
@@ -88,6 +89,8 @@ def column_text(name: str, value: float) -> str:
         return f"{value:.0f}"
     if name.endswith("_s"):
         return f"{value:.2f}"
+    if name.endswith("_min"):
+        return f"{value:.1f}"
     return fmt(value)
 
 
@@ -95,6 +98,8 @@ def _names(study: Study, table: str, row: str) -> tuple[dict[str, Any], dict[str
     cfg = compose([*base_overrides(study, table, row), "output_dir=unused"])
     names = {"task": str(cfg.task.name), "dataset": str(cfg.dataset.name), "model": str(cfg.model.name),
              "loss": str(cfg.loss.name), "k": int(cfg.loss.k) if "k" in cfg.loss and cfg.loss.k else None}
+    if study.paper is None:
+        return names, {}
     paper = dict(study.paper.get(table, {}).get(row, {})) or dict(cfg.get("paper") or {})
     return names, {k: float(v) for k, v in paper.items()}
 
@@ -125,7 +130,7 @@ def rows_of(study: Study) -> list[Row]:
                 records += part
             label = paper_name(names["loss"], names["k"])
             variant = " ".join(o for o in study.rows[row] if not o.startswith(("loss=", "+loss=", "loss.k=")))
-            out.append(Row(table, row, records, text, edge, paper, f"{label} {variant}".strip()))
+            out.append(Row(table, row, records, text, edge, paper, f"{label} {variant}".strip(), label))
     return out
 
 
@@ -150,15 +155,22 @@ def compute(study: Study) -> list[Row]:
             values = [number(x.extra.get(m)) for x in r.records]
             v[m] = sum(values) / len(values) if values and not any(math.isnan(x) for x in values) else NAN
         v["vs_baseline"] = v["p_seeds"] = v["p_users"] = NAN
+        for m in study.compare_also:
+            v["vs_baseline:" + m] = v["p_seeds:" + m] = NAN
         v["users"] = 0
         b = by_name.get((r.table, study.baseline_of(r.row) or ""))
         paper_metric = study.metric.split(":", 1)[-1]
-        if b is not None and b is not r and r.paper.get(paper_metric) and b.paper.get(paper_metric):
+        # a variant of the baseline's own loss has the loss's paper value, not one of its own
+        if b is not None and b is not r and r.paper.get(paper_metric) and b.paper.get(paper_metric) and \
+                r.loss != b.loss:
             v["paper_vs_baseline"] = r.paper[paper_metric] / b.paper[paper_metric] - 1
         if b is not None and b is not r and r.records and b.records:
             c = compare(r.records, b.records, study.metric)
             v["vs_baseline"], v["p_seeds"], v["p_users"], v["users"] = (c.rel_change, c.p_seed_t, c.p_user_wilcoxon,
                                                                          c.n_users)
+            for m in study.compare_also:
+                c = compare(r.records, b.records, m)
+                v["vs_baseline:" + m], v["p_seeds:" + m] = c.rel_change, c.p_seed_t
     families = [rows] if study.holm == "study" else [[r for r in rows if r.table == t] for t in study.tables]
     for family in families:
         for r, p in zip(family, holm([r.values["p_users"] for r in family]), strict=True):
@@ -183,6 +195,9 @@ def _seed_summaries(study: Study, rows: list[Row]) -> None:
                 v[m], v[m + "_ci"] = float(summary.at[m, "mean"]), float(summary.at[m, "ci_half"])
                 v["n"] = int(summary.at[m, "n"])
                 v["gap_" + m] = v[m] / r.paper[m] - 1 if r.paper.get(m) else NAN
+        for m in study.columns:
+            if m in summary.index:
+                v[m] = float(summary.at[m, "mean"])
         v["summary_only"] = str(path.relative_to(study.results))
 
 
@@ -190,13 +205,19 @@ RECORDED = "recorded.csv"
 
 
 def _recorded_user_tests(study: Study, rows: list[Row]) -> None:
-    """Per-user (per-query) tests that need run folders no longer here: where the ledgers kept no
-    per-user values, ``results/<study>/<table>/recorded.csv`` holds the p-values computed while the
-    folders existed (``row, p_users, p_users_holm, recorded``), shown marked as such."""
-    for r in rows:  # beside the row's ledger (another study's, for a row whose runs are that study's)
-        path = study.ledger(r.table, r.row, {}).parent / RECORDED
-        if not path.is_file():
-            continue
+    """Values that need run folders no longer here (per-user tests, diagnostics the ledgers lack, a
+    paired test of runs whose seeds were not kept): ``results/<study>/<table>/recorded.csv`` holds
+    those computed while the folders existed (``row, <value columns>..., recorded``), each shown
+    marked as such and only where the ledgers give no value. Read from the study's own folder, then
+    beside the row's ledger (another study's, for a row whose runs are that study's)."""
+    for r in rows:
+        paths = dict.fromkeys([study.folder / r.table / RECORDED, study.ledger(r.table, r.row, {}).parent / RECORDED])
+        for path in paths:
+            _fill_recorded(r, path)
+
+
+def _fill_recorded(r: Row, path: Path) -> None:
+    if path.is_file():
         recorded = pd.read_csv(path).set_index("row")
         if r.row in recorded.index:
             for column in recorded.columns:
@@ -207,6 +228,24 @@ def _recorded_user_tests(study: Study, rows: list[Row]) -> None:
                     if column == "p_users":
                         r.values["p_users_holm"] = float(recorded.at[r.row, "p_users_holm"])
                     r.values.setdefault("recorded", {})[column] = str(recorded.at[r.row, "recorded"])
+                    r.values.setdefault("recorded_text", {})[column] = _as_written(path, r.row, column)
+
+
+def _as_written(path: Path, row: str, column: str) -> str:
+    """A recorded cell's text as the CSV holds it (``0.219`` keeps its three digits)."""
+    text = pd.read_csv(path, dtype=str).set_index("row").at[row, column]
+    return str(text).strip()
+
+
+def p_text(v: Mapping[str, Any], key: str) -> str:
+    """A p-value cell: as recorded where it was (at the precision it was written with), else two digits."""
+    written = v.get("recorded_text", {}).get(key)
+    if written is not None and key.startswith(("p_seeds", "p_users")):
+        if "e" in written.lower():  # 8.8e-05 -> 8.8·10⁻⁵, its digits kept
+            mantissa, exponent = written.lower().split("e")
+            return f"{mantissa}·10" + str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+        return written.replace("0.", ".", 1) if written.startswith("0.") else written
+    return pval(v[key])
 
 
 def summary_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
@@ -228,21 +267,32 @@ def page(study: Study, rows: list[Row]) -> str:
     baseline = f"vs {study.baseline}" if study.baseline else ""
     for table in study.tables:
         members = [r for r in rows if r.table == table]
-        head = ["row", "runs", *[m.upper() if False else m for m in study.metrics]]
+        head = ["row", "runs", *[study.labels.get(m, m) for m in study.metrics]]
+        # a re-test the study declares, or one recorded for its rows (not one its borrowed ledgers hold)
         head += [f"{m}, reference protocol" for m in study.metrics
-                 if any(not math.isnan(r.values.get("ref_" + m, NAN)) for r in members)]
+                 if any(not math.isnan(r.values.get("ref_" + m, NAN)) and
+                        (study.ref or "ref_" + m in r.values.get("recorded", {})) for r in members)]
         if study.sampled:
             head += [f"sampled {m} (biased)" for m in study.sampled]
-        head += list(study.columns)
+        head += [study.labels.get(m, m) for m in study.columns]
         if study.baseline:
             head += [f"{study.metric} {baseline}", "p (paired runs)", f"p ({study.per}, Holm)"]
+            for m in study.compare_also:
+                head += [f"{m} {baseline}", f"p ({m}, paired runs)"]
         head += ["setting"]
         lines += [f"## {table}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in members:
             v = r.values
             cells = [r.label + (" ‡" if "summary_only" in v else ""), str(v["n"])]
+            kept = v.get("recorded", {})
+
+            def mark(key: str, kept: Mapping[str, str] = kept) -> str:
+                return " †" if key in kept else ""
+
             for m in study.metrics:
-                cell = f"{fmt(v[m])} ± {fmt(v[m + '_ci'])}" if v["n"] else "–"
+                cell = f"{fmt(v[m])} ± {fmt(v[m + '_ci'])}" if v["n"] and not math.isnan(v[m]) else "–"
+                if m in kept:  # a mean recorded without its interval
+                    cell = fmt(v[m]) + mark(m)
                 if not math.isnan(v["paper_" + m]):
                     cell += f" ({study.paper_label} {fmt(v['paper_' + m])}, {pct(v['gap_' + m])})"
                 cells.append(cell)
@@ -256,17 +306,21 @@ def page(study: Study, rows: list[Row]) -> str:
                         cell += f" ({pct(gap)})"
                     cells.append(cell)
             cells += [fmt(v["sampled_" + m]) for m in study.sampled]
-            cells += [column_text(m, v[m]) for m in study.columns]
+            cells += [(p_text(v, m) if m.startswith("p_") else column_text(m, v[m])) + mark(m) for m in study.columns]
             if study.baseline:
-                mark = " †" if "p_users" in v.get("recorded", {}) else ""
                 own = study.baseline_of(r.row)
                 compared = own is not None and own != r.row and own in study.rows_of(r.table)
                 versus = "" if own == study.baseline or not compared else f" (vs {own})"
                 theirs = v.get("paper_vs_baseline", NAN)
                 paper_change = f" ({study.paper_label} {pct(theirs)})" if not math.isnan(theirs) else ""
-                cells += [pct(v["vs_baseline"]) + versus + paper_change if compared else "",
-                          pval(v["p_seeds"]) if compared else "",
-                          pval(v["p_users_holm"]) + mark if compared else ""]
+                holm_p = pval(v["p_users_holm"])
+                unadjusted = f" (unadjusted {p_text(v, 'p_users')})" if p_text(v, "p_users") != holm_p else ""
+                cells += [pct(v["vs_baseline"]) + mark("vs_baseline") + versus + paper_change if compared else "",
+                          p_text(v, "p_seeds") + mark("p_seeds") if compared else "",
+                          holm_p + unadjusted + mark("p_users") if compared else ""]
+                for m in study.compare_also:
+                    cells += [pct(v["vs_baseline:" + m]) + mark("vs_baseline:" + m) if compared else "",
+                              p_text(v, "p_seeds:" + m) + mark("p_seeds:" + m) if compared else ""]
             cells.append((r.setting or "–") + (" (grid edge)" if r.edge else ""))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
@@ -282,12 +336,12 @@ def page(study: Study, rows: list[Row]) -> str:
     if summaries:
         lines += ["", "‡ runs made before ledgers existed, their folders since gone: the means and intervals are "
                       f"their sweep's seed summary ({', '.join(f'`results/{x}`' for x in summaries)}); no paired "
-                      "test, and a rerun would add them to a ledger."]
+                      "test but one recorded then (†), and a rerun would add them to a ledger."]
     recorded = sorted({when for r in rows for when in r.values.get("recorded", {}).values()})
     if recorded:
-        lines += ["", f"† computed when the run folders (with their per-user values and best models) were here "
-                      f"({', '.join(recorded)}); the ledgers do not keep them, so these are read from "
-                      f"the `{RECORDED}` beside the row's ledger."]
+        lines += ["", f"† not in the ledgers but recorded apart ({'; '.join(recorded)}): what a ledger row cannot "
+                      f"hold (per-user tests and diagnostics of runs whose folders are gone, measurements made "
+                      f"apart), read from `{RECORDED}` in the table's folder."]
     if study.notes:
         lines += ["", study.notes.strip()]
     return "\n".join(lines) + "\n"
@@ -311,6 +365,11 @@ def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[
             cell = f"{fmt(ci['mean'])} ± {fmt(ci['ci_half'])}"
             if m in r.paper:
                 cell += f" ({study.paper_label} {fmt(r.paper[m])}, {pct(ci['mean'] / r.paper[m] - 1)})"
+            refs = [x.ref[m] for x in r.records if m in x.ref]
+            if refs:  # the reference protocol's value, the one comparable with the paper's
+                ref = sum(refs) / len(refs)
+                cell += f"; reference protocol {fmt(ref)}"
+                cell += f" ({pct(ref / r.paper[m] - 1)})" if r.paper.get(m) else ""
             cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     if view.get("note"):

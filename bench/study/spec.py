@@ -15,6 +15,9 @@
     replicates: {}           # more replicate axes besides the seed, e.g. {dataset.fold: [1, 2, 3, 4, 5]}
     baseline: sl             # the row every other is paired with
     metric: ndcg@20          # the metric of the paired tests
+    compare_also: [recall@20]    # more metrics compared with the baseline (t over paired runs only)
+    columns: [fit_s]         # more ledger (or recorded) columns shown, as the mean over runs
+    labels: {fit_s: fit (s)} # the columns' headings
     metrics: [hit@20, ndcg@20]
     sampled: [hit@10, ndcg@10]   # the biased sampled protocol's, shown apart
     per_user: [ndcg@20, hit@20]  # per-user test values kept beside the ledgers (paired tests outlive run folders)
@@ -23,7 +26,8 @@
     ref: {overrides: [eval.test_masks_valid=false], metrics: [ndcg@20]}   # a re-test of each run's best model
     views: []                # more tables of the same runs: [{title, table, rows, metrics}]
     paper: {}                # the paper's values where the experiments' ``paper:`` nodes lack
-                             # them: {table: {row: {metric: value}}}
+                             # them: {table: {row: {metric: value}}}; ``none``: the paper has no
+                             # values for these runs (not even the experiments')
     tune:                    # optional: settings chosen on validation before the reported runs
       replicate: {seed: 100} # the one run of each trial: a seed no reported run uses
       metric: ndcg@20        # validation metric (the best epoch's)
@@ -56,7 +60,7 @@ RESULTS_DIR = Path(CONFIG_DIR).parent / "results"
 PAGES_DIR = Path(CONFIG_DIR).parent / "docs" / "results"
 KEYS = {"title", "source", "tables", "rows", "common", "placement", "seeds", "replicates", "baseline", "metric",
         "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns", "curve",
-        "per", "views"}
+        "per", "views", "compare_also", "labels"}
 HOLM = ("study", "table")
 
 
@@ -112,11 +116,13 @@ class Study:
     per_user: tuple[str, ...] = ()
     holm: str = "table"
     ref: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    paper: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    paper: Mapping[str, Mapping[str, Mapping[str, float]]] | None = field(default_factory=dict)
     paper_label: str = "paper"
     tune: Tuning | None = None
     notes: str = ""
     columns: tuple[str, ...] = ()
+    compare_also: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
     curve: Mapping[str, Any] = field(default_factory=dict)
     per: str = "users"
     table_rows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -152,8 +158,11 @@ class Study:
     def ledger(self, table: str, row: str, replicate: Mapping[str, Any]) -> Path:
         """The row's ledger in a table (another study's, where the row says its runs are that study's)."""
         tag = "".join(f"_{k.rsplit('.', 1)[-1]}{v}" for k, v in replicate.items())
-        folder = self.results / self.row_records[row] if row in self.row_records else self.folder
-        return folder / table / f"{row}{tag}.csv"
+        folder, name = self.folder, row
+        if row in self.row_records:  # "study" or "study/row": that study's ledger of the row's runs
+            study, _, name = self.row_records[row].partition("/")
+            folder, name = self.results / study, name or row
+        return folder / table / f"{name}{tag}.csv"
 
     def tune_ledger(self, table: str, row: str) -> Path:
         return self.folder / table / "tune" / f"{row}.csv"
@@ -225,7 +234,7 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
                 row_seeds[str(r)] = _seeds(name, f"rows.{r}.seeds", entry["seeds"])
             if entry.get("baseline") is not None:
                 row_baselines[str(r)] = str(entry["baseline"])
-            if entry.get("record") is not None:  # its ledgers are another study's (the same runs)
+            if entry.get("record") is not None:  # its ledgers are another study's (the same runs): study[/row]
                 row_records[str(r)] = str(entry["record"])
         else:
             rows[str(r)] = _overrides(name, f"rows.{r}", entry)
@@ -267,12 +276,24 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         per_user=_names(name, "per_user", spec.get("per_user") or []), holm=holm,
         ref={"overrides": _overrides(name, "ref.overrides", ref.get("overrides")),
              "metrics": _names(name, "ref.metrics", ref.get("metrics"))} if ref else {},
-        paper=spec.get("paper") or {}, paper_label=str(spec.get("paper_label", "paper")),
+        paper=_paper(name, spec.get("paper")), paper_label=str(spec.get("paper_label", "paper")),
         tune=_tuning(name, spec.get("tune"), rows), notes=str(spec.get("notes", "")),
-        columns=_names(name, "columns", spec.get("columns") or []), curve=_curve(name, spec.get("curve")),
+        columns=_names(name, "columns", spec.get("columns") or []),
+        compare_also=_names(name, "compare_also", spec.get("compare_also") or []),
+        labels={str(k): str(v) for k, v in (spec.get("labels") or {}).items()},
+        curve=_curve(name, spec.get("curve")),
         per=str(spec.get("per", "users")), table_seeds=table_seeds, row_seeds=row_seeds, views=views,
         row_baselines=row_baselines, row_records=row_records,
         table_rows=table_rows, results=results or RESULTS_DIR)
+
+
+def _paper(name: str, spec: Any) -> Mapping[str, Any] | None:
+    """The paper's values by table and row; None when the study says ``paper: none``."""
+    if spec == "none":
+        return None
+    if spec is not None and not isinstance(spec, dict):
+        raise _fail(name, f"paper must map tables to rows to metrics, or be none; got {spec!r}")
+    return spec or {}
 
 
 def _seeds(name: str, where: str, seeds: Any) -> tuple[int, ...]:

@@ -195,3 +195,77 @@ def test_a_table_may_compare_some_rows_only(tmp_path):
     """)
     assert [(j.table, j.row) for j in plan(study, tmp_path / "runs")] == [("short", "sl"), ("short", "slk"),
                                                                           ("long", "sl")]
+
+
+def test_what_the_ledgers_cannot_hold_is_shown_marked(tmp_path):
+    """A second compared metric (its own paired t); a row whose runs are another study's ledger under
+    another row name; a row kept only as a seed summary (‡) with the paired test recorded then (†),
+    printed at the precision it was written with; labels; ``paper: none``."""
+    study = _study(tmp_path, """
+        title: marks
+        tables:
+          synth: [dataset.n_users=120]
+        rows:
+          sl: {overrides: [loss=sl], record: other/plain}
+          slk: [loss=slk]
+        seeds: [0, 1, 2]
+        baseline: sl
+        metric: ndcg@20
+        compare_also: [recall@20]
+        metrics: [ndcg@20, recall@20]
+        columns: [fit_min]
+        labels: {fit_min: minutes, recall@20: Recall@20}
+        paper: none
+    """)
+    sl = {"ndcg@20": [0.30, 0.32, 0.31], "recall@20": [0.40, 0.43, 0.41]}
+    folder = tmp_path / "results" / "other" / "synth"
+    folder.mkdir(parents=True)
+    for seed in range(3):
+        res = RunResult(status="completed", overrides=["loss=sl", f"seed={seed}"], config={"seed": seed},
+                        best={"epoch": 1, "val": {}}, test={m: v[seed] for m, v in sl.items()}, finished_at="t")
+        update_ledger(folder / "plain.csv", [ledger_row(res)])
+    own = study.folder / "synth"
+    own.mkdir(parents=True)
+    (own / "slk.summary.csv").write_text("metric,n,mean,ci_half,seeds\nndcg@20,3,0.35,0.01,\"0,1,2\"\n"
+                                         "recall@20,3,0.44,0.02,\"0,1,2\"\n")
+    (own / "recorded.csv").write_text(
+        "row,vs_baseline,p_seeds,vs_baseline:recall@20,p_seeds:recall@20,fit_min,recorded\n"
+        "sl,,,,,4.25,then\nslk,0.129,0.219,0.073,8.8e-05,5.5,then\n")
+    rows = {r.row: r for r in compute(study)}
+    assert [x.seed for x in rows["sl"].records] == [0, 1, 2] and rows["sl"].paper == {}
+    assert rows["sl"].values["ndcg@20"] == pytest.approx(0.31)
+    slk = rows["slk"].values
+    assert slk["summary_only"] and (slk["ndcg@20"], slk["ndcg@20_ci"], slk["n"]) == (0.35, 0.01, 3)
+    assert (slk["vs_baseline"], slk["p_seeds:recall@20"], slk["fit_min"]) == (0.129, 8.8e-05, 5.5)
+    _, page = write_report(study, pages=tmp_path / "pages")
+    text = page.read_text()
+    assert "| row | runs | ndcg@20 | Recall@20 | minutes | ndcg@20 vs sl |" in text
+    assert "| SL | 3 | .3100 ± .0248 | .4133 ± .0379 | 4.2 † |" in text  # no paper column: paper: none
+    # the recorded p keeps its three digits (.219, not .22); the e-notation becomes 8.8·10⁻⁵
+    assert ("| SL@20 ‡ | 3 | .3500 ± .0100 | .4400 ± .0200 | 5.5 † | +12.9% † | .219 † | – | +7.3% † | 8.8·10⁻⁵ † |"
+            in text)
+    assert "(paper" not in text
+    # the second metric's paired t over seeds, computed where both rows have ledgers
+    shifted = {"ndcg@20": [0.33, 0.36, 0.32], "recall@20": [0.42, 0.47, 0.42]}
+    for seed in range(3):
+        res = RunResult(status="completed", overrides=["loss=slk", f"seed={seed}"], config={"seed": seed},
+                        best={"epoch": 1, "val": {}}, test={m: v[seed] for m, v in shifted.items()}, finished_at="t")
+        update_ledger(folder / "shifted.csv", [ledger_row(res)])
+    both = _study(tmp_path, """
+        title: two metrics
+        tables:
+          synth: [dataset.n_users=120]
+        rows:
+          sl: {overrides: [loss=sl], record: other/plain}
+          slk: {overrides: [loss=slk], record: other/shifted}
+        seeds: [0, 1, 2]
+        baseline: sl
+        metric: ndcg@20
+        compare_also: [recall@20]
+        metrics: [ndcg@20]
+    """)
+    v = {r.row: r.values for r in compute(both)}["slk"]
+    a, b = np.array(shifted["recall@20"]), np.array(sl["recall@20"])
+    assert v["vs_baseline:recall@20"] == pytest.approx(a.mean() / b.mean() - 1)
+    assert v["p_seeds:recall@20"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    assert v["p_seeds"] == pytest.approx(stats.ttest_rel(shifted["ndcg@20"], sl["ndcg@20"]).pvalue)

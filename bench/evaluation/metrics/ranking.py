@@ -62,7 +62,7 @@ def ranks_within(full: Tensor, scores: Tensor) -> Tensor:
     if scores.shape[1] <= _COUNT_MAX_M:
         # the lambda losses place 2 scores (positive + one negative) per row: counting
         # beats sorting the row (lambda-loss steps 6-8x faster on Health at one thread;
-        # benchmarks/results/speed/2026-12-03-lambda-ranks.md)
+        # results/speed/2026-12-03-lambda-ranks.md)
         return 1 + torch.stack([(full > scores[:, m : m + 1]).sum(1) for m in range(scores.shape[1])], dim=1)
     ascending = torch.sort(full, dim=1).values
     above = full.shape[1] - torch.searchsorted(ascending, scores.contiguous(), right=True)
