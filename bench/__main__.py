@@ -2,13 +2,14 @@ import os
 import sys
 
 from bench.app import check_hydra_settings, main, multirun_flag_first, resume_in_place
+from bench.console import wants_verbose
 from bench.errors import BenchError
 from bench.sweep import CHECKED_ENV, jobs_from_command_line, refuse_bad_jobs
 
 if __name__ == "__main__":
     try:
         # `python -m bench loss=slk -m seed=0,1,2` as well as `-m loss=slk seed=0,1,2`
-        sys.argv = resume_in_place(multirun_flag_first(sys.argv))
+        sys.argv = resume_in_place(multirun_flag_first(wants_verbose(sys.argv)))
         check_hydra_settings(sys.argv)
         # every job (a single run's one, a sweep's each) is composed and checked before Hydra starts
         # any: Hydra would print a page for a bad option, and stop a sweep at the first job that does

@@ -12,9 +12,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from bench.composition import CONFIG_DIR, compose, recompose_run, supersede
+from bench.console import configure as configure_console
 from bench.errors import BenchError, find_user_error
 from bench.evaluation.per_edge import format_per_edge
 from bench.evaluation.sampled import format_sampled
@@ -53,6 +54,7 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     In a multirun, a failed job is recorded and the sweep goes on (the seed summary lists it); in
     a single run, a user error exits with status 2.
     """
+    configure_console(bool(OmegaConf.select(cfg, "log.verbose", default=False)))
     hydra_on = HydraConfig.initialized()
     multirun = hydra_on and HydraConfig.get().mode == RunMode.MULTIRUN
     overrides = list(HydraConfig.get().overrides.task) if hydra_on else []
@@ -84,7 +86,8 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     except Exception as exc:
         user_error = find_user_error(exc)
         if user_error is not None:
-            log.error("%s", user_error)
+            # once on the console: the sweep's job line, or a single run's `error:` (its bench.log keeps it too)
+            log.error("%s", user_error, extra={"console": multirun})
             if multirun:
                 return None
             print(f"error: {user_error}", file=sys.stderr)
@@ -158,14 +161,38 @@ EARLY_WRITERS = {"hydra.output_subdir": "bench writes .hydra/ itself once the fo
                  "hydra/job_logging": "bench writes bench.log itself once the folder is the run's"}
 
 
+#: Hydra plugins that come with an extra (not every user tunes or has a cluster): group -> (plugin module, extra)
+PLUGIN_EXTRAS = {"hydra/sweeper": ("hydra_plugins.hydra_optuna_sweeper", "tune"),
+                 "hydra/launcher=slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm")}
+
+
+def check_extras(arg: str) -> None:
+    """Refuse a sweeper or launcher whose plugin is not installed, naming the extra that brings it."""
+    import importlib.util
+
+    key, _, value = arg.lstrip("+~").partition("=")
+    for setting, (module, extra) in PLUGIN_EXTRAS.items():
+        if setting not in (key, f"{key}={value}") or value in ("basic", "null"):
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # not even the hydra_plugins namespace
+            found = False
+        if not found:
+            raise BenchError(f"{arg} needs the {module.rsplit('.', 1)[-1].replace('_', '-')} plugin: "
+                             f"pip install -e \".[{extra}]\" (or pip install \"bench[{extra}]\")")
+
+
 def check_hydra_settings(argv: list[str]) -> None:
-    """Refuse Hydra settings that would write into a run folder before the run has locked it.
+    """Refuse Hydra settings that would write into a run folder before the run has locked it, and
+    sweepers or launchers whose optional plugin is missing.
 
     Raises:
         BenchError: naming the setting.
     """
     multirun = any(a in ("-m", "--multirun") for a in argv[1:])
     for arg in argv[1:]:
+        check_extras(arg)
         key, _, value = arg.lstrip("+~").partition("=")
         if key == "hydra.output_subdir" and value not in ("null", ""):
             raise BenchError(f"{arg}: {EARLY_WRITERS[key]}, after checking the folder is free; drop this setting")

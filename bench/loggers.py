@@ -86,8 +86,11 @@ def wandb_logger(project: str = "bench", entity: str | None = None, group: str |
     if resolved == "offline":
         log.warning("W&B logs offline (%s); upload later with: wandb sync %s/wandb/offline-run-*", reason, save_dir)
     extra: dict[str, Any] = {"id": run_id, "resume": "allow"} if run_id else {}
-    return WandbLogger(project=project, entity=entity, group=group, job_type=job_type, name=name,
-                       tags=list(tags or []), save_dir=save_dir, mode=resolved, **extra, **kwargs)
+    logger = WandbLogger(project=project, entity=entity, group=group, job_type=job_type, name=name,
+                         tags=list(tags or []), save_dir=save_dir, mode=resolved, **extra, **kwargs)
+    # Lightning passes anonymous=None, which W&B now warns has no effect: leave the setting unset
+    logger._wandb_init.pop("anonymous", None)
+    return logger
 
 
 def build_loggers(cfg: DictConfig | None) -> list[Logger]:

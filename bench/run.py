@@ -179,10 +179,11 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
                         "interactions per user, or lower dataset.k_core / raise dataset.test_fraction")
     log.info(datamodule.describe())
     lists = isinstance(datamodule, LtrDataModule)
+    who = "nodes have no held-out link" if getattr(datamodule, "graph", False) else "users have no held-out item"
     for split, ev in (("validation", datamodule.val_evaluator), ("test", datamodule.test_evaluator)):
         if ev.n_skipped:
             log.info("%d %s and are excluded from %s averages", ev.n_skipped,
-                     "lists have no relevant document" if lists else f"users have no {split} items", split)
+                     "lists have no relevant document" if lists else f"{who} in {split}", split)
     return datamodule
 
 

@@ -217,5 +217,9 @@ def _log_summary_to_wandb(config: DictConfig, runs: list[RunResult], summary: An
             run.log({"seed_summary": wandb.Table(dataframe=table)})
             run.summary.update(wandb_summary_fields(group))
             run.finish()
+        if mode == "offline":  # each job named its own run; the summaries (the intervals) are here
+            sweep = config.hydra.sweep.dir
+            log.warning("W&B logged offline; upload the jobs' runs and the seed summaries (mean, 95%% CI) with: "
+                        "wandb sync %s/*/wandb/offline-run-* %s/wandb/offline-run-*", sweep, sweep)
     except Exception as exc:  # the summary files are written already; W&B is a bonus
         log.warning("could not log the seed summary to W&B: %s", exc)

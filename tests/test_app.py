@@ -29,9 +29,11 @@ def test_seed_sweep_writes_summary_and_reports_a_failed_job(tmp_path, tiny_cli, 
     md = (tmp_path / "sweep" / "summary.md").read_text()
     assert "loss.tau must be > 0, got -1" in md and "loss.tau=-1" in md
     assert "Seed summary" in proc.stdout
-    # each job estimates its own time and the sweep's (4 jobs, one at a time)
+    # each job estimates its own time and its configuration's seeds' (2, one at a time); the other
+    # configuration's jobs cost what they cost, so they say theirs when they start
     log = (tmp_path / "sweep" / "0" / "bench.log").read_text()
-    assert "time estimate:" in log and "a sweep of 4 such jobs, 1 at a time" in log
+    assert "time estimate:" in log and "its 2 seeds, 1 at a time" in log
+    assert "(the sweep's other configuration says its own as it starts)" in log
 
 
 @pytest.mark.slow

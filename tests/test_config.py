@@ -68,8 +68,10 @@ def test_models_and_loggers_compose(tmp_path, make_cfg):
         assert make_cfg([f"model={model}"], tmp_path).model.name in MODELS
     assert set(make_cfg(["logger=wandb"], tmp_path).logger) == {"csv", "wandb"}
     assert not make_cfg(["logger=none"], tmp_path).logger
-    for trainer in _options("trainer"):
-        assert make_cfg([f"trainer={trainer}"], tmp_path).trainer.max_epochs == 200
+    for trainer in _options("trainer"):  # 200 epochs, or the data set's suggested schedule
+        assert make_cfg([f"trainer={trainer}", "dataset=health"], tmp_path).trainer.max_epochs == 200
+        assert make_cfg([f"trainer={trainer}"], tmp_path).trainer.max_epochs == 20  # synthetic's recipe
+        assert make_cfg([f"trainer={trainer}", "trainer.max_epochs=7"], tmp_path).trainer.max_epochs == 7
 
 
 def test_the_monitored_metric_follows_the_loss_k(tmp_path, make_cfg):

@@ -35,7 +35,8 @@ def load_dataset(spec: Any) -> Any:
     plain = OmegaConf.to_container(spec, resolve=True) if OmegaConf.is_config(spec) else spec
     if not isinstance(plain, dict):
         raise TypeError(f"a dataset config is a mapping with _target_, got {type(plain).__name__}")
-    return instantiate({k: v for k, v in plain.items() if k not in NOISE_KEYS}).load()
+    # recipe: the data set's suggested schedule, read by the trainer config, not the loader's
+    return instantiate({k: v for k, v in plain.items() if k not in (*NOISE_KEYS, "recipe")}).load()
 
 
 def check_noise(ratio: float, seed: int) -> None:

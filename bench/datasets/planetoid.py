@@ -9,7 +9,9 @@ them without downloading.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import logging
 import shutil
 from pathlib import Path
@@ -81,7 +83,11 @@ class Planetoid:
                 target = raw / f"ind.{self.name}.{suffix}"
                 if not target.exists() or target.stat().st_size != path.stat().st_size:
                     shutil.copyfile(path, target)
-            data = PyGPlanetoid(str(root), NAMES[self.name])[0]
+            said = io.StringIO()
+            with contextlib.redirect_stderr(said):  # PyG's bare "Processing... Done!", said below in words
+                data = PyGPlanetoid(str(root), NAMES[self.name])[0]
+            if "Processing" in said.getvalue():
+                log.info("%s: PyG processed the raw files into %s (once per cache)", self.name, root)
         u, v = data.edge_index
         keep = u < v
         edges = torch.unique(torch.stack([u[keep], v[keep]], 1), dim=0)

@@ -20,7 +20,7 @@ SEED_KEYS = frozenset({"seed"})
 #: overrides that only choose where a run reads, writes, logs or which devices it uses
 PLACEMENT_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "force", "logger", "trainer.accelerator",
                             "trainer.devices", "trainer.strategy", "trainer.num_nodes"})
-PLACEMENT_PREFIXES = ("hydra", "logger.")
+PLACEMENT_PREFIXES = ("hydra", "logger.", "log.")
 #: overrides that only add a side output: training and the full-ranking metrics are the same to the
 #: bit with or without them (the biased sampled-negatives test numbers, ``sampled``)
 SIDE_OUTPUT_KEYS = frozenset({"eval.sampled_negatives", "eval.sampled_seed"})
@@ -29,10 +29,10 @@ MACHINE_KEYS = frozenset({"output_dir", "data_dir", "cache_dir", "resume", "forc
 #: what a resume may add: it extends the same experiment (longer, elsewhere, logged otherwise)
 EXTENDING_KEYS = frozenset({"trainer.max_epochs", "trainer.enable_progress_bar", "trainer.accelerator",
                             "trainer.devices", "eval.max_scores"}) | MACHINE_KEYS
-EXTENDING_PREFIXES = ("hydra", "logger.", "callbacks.")
+EXTENDING_PREFIXES = ("hydra", "logger.", "callbacks.", "log.")
 #: config entries that may differ between a run and its rebuilt config (where files go, how
 #: progress shows): never compared
-NOT_COMPARED = ("output_dir", "data_dir", "cache_dir", "resume", "force", "callbacks", "logger", "hydra")
+NOT_COMPARED = ("output_dir", "data_dir", "cache_dir", "resume", "force", "callbacks", "logger", "hydra", "log")
 
 
 def override_key(override: str) -> str:

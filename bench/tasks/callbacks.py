@@ -110,6 +110,38 @@ def progress_bar(enabled: bool | None) -> StepProgressBar | None:
     return StepProgressBar() if enabled else None
 
 
+class Heartbeat(L.Callback):
+    """Without a progress bar (output to a file or a pipe), a line every ``every_s`` seconds inside a
+    long epoch: where it is and how long the epoch has left, so a log is never silent for minutes.
+
+    Args:
+        every_s: seconds between lines within one epoch (the epoch's own line ends it).
+    """
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        self.every_s = float(every_s)
+        self._start = self._last = 0.0
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = self._last = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        now = time.perf_counter()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        done, total = batch_idx + 1, int(trainer.num_training_batches)
+        left = (now - self._start) / done * max(0, total - done)
+        log.info("epoch %d: step %d of %d (%.0f%%), about %s left in the epoch", trainer.current_epoch, done, total,
+                 100 * done / max(1, total), _duration(left))
+
+
+def heartbeat(enabled: bool, every_s: float = 30.0) -> Heartbeat | None:
+    """A :class:`Heartbeat` when there is no progress bar (``enabled``), else None."""
+    return Heartbeat(every_s) if enabled else None
+
+
 def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -118,10 +150,10 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def sweep_shape() -> tuple[int, int] | None:
-    """(jobs, jobs at a time) of the Hydra multirun this process is a job of, from the sweep's
-    ``multirun.yaml`` (comma-separated sweeps; ranges and other sweep functions count as one
-    value each); None outside a multirun."""
+def sweep_shape() -> tuple[int, int, int] | None:
+    """(jobs, jobs at a time, jobs of this job's configuration, i.e. its seeds) of the Hydra multirun
+    this process is a job of, from the sweep's ``multirun.yaml`` (comma-separated sweeps; ranges and
+    other sweep functions count as one value each); None outside a multirun."""
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
@@ -131,12 +163,14 @@ def sweep_shape() -> tuple[int, int] | None:
             return None
         hc = HydraConfig.get()
         saved = OmegaConf.load(Path(hc.sweep.dir) / "multirun.yaml")
-        jobs = 1
+        jobs = seeds = 1
         for override in saved.hydra.overrides.task:
-            value = str(override).split("=", 1)[-1]
-            jobs *= 1 if "(" in value else len(value.split(","))
+            key, _, value = str(override).partition("=")
+            n = 1 if "(" in value else len(value.split(","))
+            jobs *= n
+            seeds *= n if key.lstrip("+") == "seed" else 1
         n_jobs = int(hc.launcher.get("n_jobs") or 1) if "n_jobs" in hc.launcher else 1
-        return jobs, max(1, n_jobs)
+        return jobs, max(1, n_jobs), seeds
     except Exception:  # an estimate must never stop a run
         return None
 
@@ -214,18 +248,25 @@ class TimeEstimate(L.Callback):
         every = int(trainer.check_val_every_n_epoch or 1)
         rounds = epochs // every + (1 if epochs % every else 0)
         total = epoch * epochs + (self.validation or 0.0) * rounds
-        validation = (f", plus {rounds} validations of {self.validation:.2f} s" if self.validation is not None
+        validation = (f", plus {rounds} validation{'s' if rounds != 1 else ''} of {self.validation:.2f} s"
+                      if self.validation is not None
                       else ", plus validation (timed at the first one)")
         timed = len(self.timed_epochs())
         basis = f" (mean of {timed} timed epoch{'s' if timed > 1 else ''})" if timed else ""
-        line = f"time estimate: {epoch:.1f} s per epoch{basis}; {epochs} epochs ≈ {_duration(total)}{validation}"
+        line = (f"time estimate: {epoch:.1f} s per epoch{basis}; {epochs} epoch{'s' if epochs != 1 else ''} ≈ "
+                f"{_duration(total)}{validation}")
         start = min(self.start_epoch or 0, epochs)
         if start:  # a resumed run: what is left is what its user waits for
             left = epoch * (epochs - start) + (self.validation or 0.0) * (rounds - start // every)
             line += f"; resumed at epoch {start}, the {epochs - start} left ≈ {_duration(left)}"
         shape = sweep_shape()
-        if shape is not None:
-            jobs, at_once = shape
-            line += f"; a sweep of {jobs} such jobs, {at_once} at a time ≈ {_duration(total * -(-jobs // at_once))}"
+        if shape is not None:  # only this configuration's seeds cost what this job does
+            jobs, at_once, seeds = shape
+            line += f"; its {seeds} seed{'s' if seeds != 1 else ''}, {at_once} at a time ≈ " \
+                    f"{_duration(total * -(-seeds // at_once))}"
+            others = jobs // seeds - 1
+            if others:
+                line += (" (the sweep's other configuration says its own as it starts)" if others == 1 else
+                         f" (the sweep's {others} other configurations say theirs as they start)")
         log.info("%s", line)
         self._done = self.validation is not None

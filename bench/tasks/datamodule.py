@@ -80,6 +80,7 @@ class RankingDataModule(EvaluatedDataModule):
                  per_edge: bool = False, sampled_negatives: int | None = None, sampled_seed: int = 0) -> None:
         super().__init__()
         self.splits = splits
+        self.graph = per_edge  # link prediction: users and items are the same nodes
         self.seed = seed
         self.batch_size = batch_size
         self.train_rows = splits.train.to_pairs() if train_rows is None else train_rows
@@ -102,6 +103,9 @@ class RankingDataModule(EvaluatedDataModule):
 
     def describe(self) -> str:
         s = self.splits
+        if self.graph:
+            return (f"data {s.name}: {s.n_users} nodes, {s.train.nnz} train / {s.valid.nnz} valid / {s.test.nnz} test "
+                    "links (each edge in both directions)")
         return (f"data {s.name}: {s.n_users} users, {s.n_items} items, {s.train.nnz} train / {s.valid.nnz} valid / "
                 f"{s.test.nnz} test interactions")
 

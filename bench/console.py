@@ -1,0 +1,60 @@
+"""What a run prints: bench's own lines by default, everything with ``log.verbose=true`` (or ``-v``).
+
+Quiet means the lines a user cannot act on are left out of the console and the run's log:
+Lightning's accelerator inventory (``GPU available: False``), its advertisement for another logger,
+its fit/restore chatter, and a deprecation warning raised inside Lightning on every run. Warnings
+and errors from any library still show. ``ConsoleHandler`` writes log lines through tqdm so that a
+progress bar at a terminal stays one intact line under them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from typing import Any
+
+#: libraries whose INFO lines describe their own setup, not the run
+CHATTY_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning", "pytorch_lightning")
+#: warnings raised by the libraries on every run, about their own code
+LIBRARY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\).*",)
+
+
+def configure(verbose: bool) -> None:
+    """Quiet (``verbose`` False) or everything (True), for this process; idempotent."""
+    level = logging.INFO if verbose else logging.WARNING
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    for pattern in LIBRARY_WARNINGS:
+        if verbose:
+            warnings.filterwarnings("default", message=pattern)
+        else:
+            warnings.filterwarnings("ignore", message=pattern)
+
+
+def wants_verbose(argv: list[str]) -> list[str]:
+    """``python -m bench -v ...`` as ``log.verbose=true`` (argv without the flag)."""
+    if "-v" not in argv[1:] and "--verbose" not in argv[1:]:
+        return argv
+    return [argv[0], *[a for a in argv[1:] if a not in ("-v", "--verbose")], "log.verbose=true"]
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """A console handler that writes around tqdm's bars (``tqdm.write``) so a bar is never split
+    by a log line; plain ``StreamHandler`` behaviour when no bar is open."""
+
+    def __init__(self, stream: Any = None) -> None:
+        super().__init__(stream if stream is not None else sys.stdout)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not getattr(record, "console", True):  # said on the console another way (an `error:` line)
+            return
+        try:
+            from tqdm import tqdm
+
+            if getattr(tqdm, "_instances", None):
+                tqdm.write(self.format(record), file=self.stream)
+                return
+        except Exception:  # the bar is a nicety: never lose a line for it
+            pass
+        super().emit(record)

@@ -1,0 +1,177 @@
+"""A new user's first hour: a quiet console that still says what matters, a task that brings its
+backbone, optional plugins that name their extra, and docs, ``--help`` and configs that agree."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import logging
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.app import check_extras
+from bench.composition import CONFIG_DIR
+from bench.console import ConsoleHandler, wants_verbose
+from bench.errors import BenchError
+from bench.sweep import jobs_from_command_line
+from bench.tasks.callbacks import Heartbeat
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = Path(CONFIG_DIR)
+#: lines the libraries print on every run that a user cannot act on (issue 44's list)
+NOISE = ("GPU available", "TPU available", "litlogger", "LeafSpec", "anonymous setting", "Processing...",
+         "`Trainer.fit` stopped", "Restoring states", " 1 epochs", "[ERROR]")
+
+
+def test_a_default_run_prints_bench_lines_only_and_every_line_with_v(run_cli, tiny, tmp_path):
+    quiet = run_cli([*tiny, "trainer.max_epochs=1"], tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    out = quiet.stdout + quiet.stderr
+    assert [n for n in NOISE if n in out] == []
+    assert "time estimate:" in out and "1 epoch ≈" in out and "Test metrics" in out
+    loud = run_cli(["-v", *tiny, "trainer.max_epochs=1"], tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert "GPU available" in loud.stdout + loud.stderr
+
+
+def test_a_run_error_is_said_once(run_cli, tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("u1\ti1\nu2\n")
+    done = run_cli(["dataset=custom", f"dataset.path={bad}", "trainer.max_epochs=1"], tmp_path)
+    assert done.returncode == 2
+    said = (done.stdout + done.stderr).splitlines()
+    errors = [line for line in said if "bad.tsv" in line]
+    assert len(errors) == 1 and errors[0].startswith("error: "), said
+
+
+def test_minus_v_is_log_verbose():
+    assert wants_verbose(["bench", "-v", "loss=sl"]) == ["bench", "loss=sl", "log.verbose=true"]
+    assert wants_verbose(["bench", "loss=sl"]) == ["bench", "loss=sl"]
+
+
+def test_a_long_epoch_says_where_it_is_every_30_seconds(monkeypatch, caplog):
+    clock = iter([0.0, 10.0, 31.0, 45.0, 62.0])
+    monkeypatch.setattr("bench.tasks.callbacks.time.perf_counter", lambda: next(clock))
+
+    class Trainer:
+        num_training_batches, current_epoch = 100, 3
+
+    beat = Heartbeat(every_s=30)
+    beat.on_train_epoch_start(Trainer(), None)
+    with caplog.at_level(logging.INFO, logger="bench.tasks.callbacks"):
+        for step in (9, 30, 44, 61):
+            beat.on_train_batch_end(Trainer(), None, None, None, step)
+    lines = [r.getMessage() for r in caplog.records]
+    # at 31 s, 31 of 100 steps done: 69 steps at 1 s each left; at 62 s, 62 done
+    assert lines == ["epoch 3: step 31 of 100 (31%), about 69 s left in the epoch",
+                     "epoch 3: step 62 of 100 (62%), about 38 s left in the epoch"]
+
+
+def test_log_lines_go_around_an_open_bar():
+    from tqdm import tqdm
+
+    stream = io.StringIO()
+    handler = ConsoleHandler(stream)
+    record = logging.LogRecord("bench", logging.INFO, __file__, 1, "epoch 0: train loss 1.0", None, None)
+    with tqdm(total=10, file=stream) as bar:
+        bar.update(3)
+        handler.emit(record)
+    assert "epoch 0: train loss 1.0\n" in stream.getvalue()
+    hidden = logging.LogRecord("bench", logging.ERROR, __file__, 1, "said elsewhere", None, None)
+    hidden.console = False
+    handler.emit(hidden)
+    assert "said elsewhere" not in stream.getvalue()
+
+
+@pytest.mark.parametrize("arg,extra", [("hydra/sweeper=paper_search_sl", "tune"), ("hydra/launcher=slurm", "slurm")])
+def test_a_plugin_without_its_extra_names_the_extra(monkeypatch, arg, extra):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("hydra_plugins.hydra_") else real(name, *a))
+    with pytest.raises(BenchError, match=rf'needs the .* plugin: pip install -e "\.\[{extra}\]"'):
+        check_extras(arg)
+    check_extras("hydra/launcher=parallel")  # core
+
+
+@pytest.mark.parametrize("task,model", [("cf", "mf"), ("seq", "sasrec"), ("linkpred", "gnn"), ("ltr", "transformer")])
+def test_a_task_brings_its_backbone_and_model_still_wins(make_cfg, tmp_path, task, model):
+    assert make_cfg([f"task={task}"], tmp_path).model.name == model
+    assert make_cfg([f"task={task}", "model=mlp"], tmp_path).model.name == "mlp"
+
+
+def _options(group: str) -> set[str]:
+    return {p.stem for p in (CONF / group).glob("*.yaml")}
+
+
+def _expand(text: str) -> set[str]:
+    """The backticked names of a docs cell, ``a_{x,y}`` expanded to ``a_x``, ``a_y``."""
+    names: set[str] = set()
+    for token in re.findall(r"`([^`]+)`", text):
+        parts = re.split(r"\{([^}]*)\}", token)
+        choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
+        names |= {"".join(c) for c in itertools.product(*choices)}
+    return names
+
+
+def test_every_config_option_is_in_the_docs_table():
+    table = {}
+    for line in (REPO / "docs" / "configuration.md").read_text().splitlines():
+        cells = re.split(r"\|(?=(?:[^`]*`[^`]*`)*[^`]*$)", line)  # not at a | inside backticks
+        if len(cells) > 3 and cells[1].strip().startswith("`"):
+            for group in re.findall(r"`\+?([\w/]+)`", cells[1]):
+                table[group] = _expand(cells[2])
+    groups = {"task": "task", "dataset": "dataset", "model": "model", "loss": None, "trainer": "trainer",
+              "logger": "logger", "callbacks": "callbacks", "hydra/launcher": "hydra/launcher",
+              "hydra/sweeper": "hydra/sweeper"}
+    missing = {}
+    for group, row in groups.items():
+        if row is None:  # the losses have their own table
+            continue
+        shared = table["hydra/launcher"] if group == "hydra/sweeper" else set()  # one row for both
+        lacking = _options(group) - table.get(row, set()) - shared
+        if lacking:
+            missing[group] = sorted(lacking)
+    experiments = {str(p.relative_to(CONF / "experiment").with_suffix(""))
+                   for p in (CONF / "experiment").rglob("*.yaml")}
+    if experiments - table["experiment"]:
+        missing["experiment"] = sorted(experiments - table["experiment"])
+    assert not missing, f"docs/configuration.md's table lacks {missing}"
+
+
+def _help_examples() -> list[list[str]]:
+    template = yaml.safe_load((CONF / "hydra" / "help" / "bench.yaml").read_text())["template"]
+    return [line.split("#")[0].split()[3:] for line in template.splitlines()
+            if line.strip().startswith("python -m bench ") and "<" not in line]
+
+
+@pytest.mark.parametrize("args", _help_examples(), ids=" ".join)
+def test_every_help_example_composes(args):
+    jobs = jobs_from_command_line(["bench", *[a for a in args if a not in ("-v",)]])
+    assert jobs, args
+
+
+def test_help_names_what_a_user_needs(run_cli, tmp_path):
+    shown = run_cli(["--help"], tmp_path)
+    assert shown.returncode == 0
+    for needed in ("Usage: python -m bench", "Examples:", "experiment/paper: table18_mf_food",
+                   "task: cf, linkpred, ltr, seq", "python -m bench.study list", "python -m bench.site results"):
+        assert needed in shown.stdout, needed
+    assert len(_help_examples()) >= 10
+
+
+def test_the_readme_timings_are_the_benchmarks_table():
+    """The README quotes timings once, as the newest ``benchmarks/speed_first_hour.py`` measured them."""
+    readme = (REPO / "README.md").read_text()
+    begin, end = "<!-- first-hour table: benchmarks/speed_first_hour.py --readme -->", "<!-- end of the first-hour table -->"
+    quoted = readme[readme.index(begin) + len(begin):readme.index(end)].strip()
+    newest = sorted((REPO / "results" / "speed").glob("*-first-hour.md"))[-1].read_text()
+    assert quoted and quoted in newest
+    assert "| `python -m bench` | the default run" in quoted
+    default_wall = float(next(line for line in quoted.splitlines() if line.startswith("| `python -m bench` |"))
+                         .split("|")[3])
+    assert default_wall < 60, "the default run must finish well under a minute on an idle machine"
