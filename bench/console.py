@@ -39,6 +39,21 @@ def wants_verbose(argv: list[str]) -> list[str]:
     return [argv[0], *[a for a in argv[1:] if a not in ("-v", "--verbose")], "log.verbose=true"]
 
 
+class ConsoleFormatter(logging.Formatter):
+    """``[17:28:39] message`` on the console (the run's bench.log keeps dates and logger names);
+    a warning or an error says so: ``[17:28:39] warning: ...``."""
+
+    def __init__(self) -> None:
+        super().__init__("[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.levelno >= logging.WARNING:
+            stamp, _, message = text.partition("] ")
+            text = f"{stamp}] {record.levelname.lower()}: {message}"
+        return text
+
+
 class ConsoleHandler(logging.StreamHandler):
     """A console handler that writes around tqdm's bars (``tqdm.write``) so a bar is never split
     by a log line; plain ``StreamHandler`` behaviour when no bar is open."""

@@ -33,7 +33,8 @@ COMMANDS = [
     ("learning to rank on MQ2008 (a transformer), 2 epochs", ["task=ltr", "dataset=mq2008", "trainer.max_epochs=2"]),
     ("a seed sweep: synthetic, SL, 3 seeds", ["-m", "seed=0,1,2"]),
 ]
-BEGIN, END = "<!-- first-hour table: benchmarks/speed_first_hour.py --readme -->", "<!-- end of the first-hour table -->"
+BEGIN = "<!-- first-hour table: benchmarks/speed_first_hour.py --readme -->"
+END = "<!-- end of the first-hour table -->"
 ESTIMATE = re.compile(r"time estimate: ([\d.]+) s per epoch \(mean")
 
 

@@ -167,7 +167,8 @@ def test_help_names_what_a_user_needs(run_cli, tmp_path):
 def test_the_readme_timings_are_the_benchmarks_table():
     """The README quotes timings once, as the newest ``benchmarks/speed_first_hour.py`` measured them."""
     readme = (REPO / "README.md").read_text()
-    begin, end = "<!-- first-hour table: benchmarks/speed_first_hour.py --readme -->", "<!-- end of the first-hour table -->"
+    begin = "<!-- first-hour table: benchmarks/speed_first_hour.py --readme -->"
+    end = "<!-- end of the first-hour table -->"
     quoted = readme[readme.index(begin) + len(begin):readme.index(end)].strip()
     newest = sorted((REPO / "results" / "speed").glob("*-first-hour.md"))[-1].read_text()
     assert quoted and quoted in newest

@@ -24,6 +24,9 @@ class ValidateOnLastEpoch(L.Callback):
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.max_epochs is not None and trainer.current_epoch == trainer.max_epochs - 1:
+            # the configured interval stays readable (the time estimate counts validations with it)
+            trainer.configured_val_interval = getattr(trainer, "configured_val_interval",  # type: ignore[attr-defined]
+                                                      trainer.check_val_every_n_epoch)
             trainer.check_val_every_n_epoch = 1
 
 
@@ -245,7 +248,7 @@ class TimeEstimate(L.Callback):
             return
         epoch = self.epoch_seconds(float(trainer.num_training_batches))
         epochs = max(0, int(trainer.max_epochs or 0))  # the whole run, resumed ones included
-        every = int(trainer.check_val_every_n_epoch or 1)
+        every = int(getattr(trainer, "configured_val_interval", None) or trainer.check_val_every_n_epoch or 1)
         rounds = epochs // every + (1 if epochs % every else 0)
         total = epoch * epochs + (self.validation or 0.0) * rounds
         validation = (f", plus {rounds} validation{'s' if rounds != 1 else ''} of {self.validation:.2f} s"
