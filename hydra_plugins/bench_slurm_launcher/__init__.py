@@ -1,0 +1,52 @@
+"""``hydra/launcher=slurm``: Hydra's submitit launcher, except that one job ending without a result
+(cancelled with ``scancel``, killed by the node, out of time) no longer aborts the sweep with a
+traceback while the others' results sit on disk: that job returns as failed, the sweep finishes and
+its seed summary names what is missing (``bench.sweep``).
+
+It lives here, not in ``bench/``, because Hydra instantiates launchers only from ``hydra_plugins``.
+Without the ``[slurm]`` extra this module defines nothing (``python -m bench`` names the extra).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+from unittest import mock
+
+from hydra.core.utils import JobReturn, JobStatus
+
+try:
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+except ImportError:  # pragma: no cover - the [slurm] extra is not installed
+    SlurmLauncher = None
+
+log = logging.getLogger(__name__)
+
+if SlurmLauncher is not None:
+
+    class TolerantSlurmLauncher(SlurmLauncher):
+        """The submitit SLURM launcher whose jobs without a result come back as failed ``JobReturn`` s."""
+
+        def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+            import submitit
+            from submitit.core.utils import UncompletedJobError
+
+            original = submitit.core.core.Job.results
+
+            def results(job: Any) -> list[Any]:
+                try:
+                    return list(original(job))
+                except UncompletedJobError as exc:
+                    reason = str(exc).splitlines()[0]
+                    log.error("SLURM job %s ended without a result: %s", job.job_id, reason)
+                    # as bench's own jobs do in a sweep: the failure is on record (the log, the job's
+                    # folder, the seed summary) and the sweep goes on; Hydra's sweeper would raise on FAILED
+                    ended = JobReturn()
+                    ended.status = JobStatus.COMPLETED
+                    ended._return_value = None
+                    return [ended]
+
+            # the plugin waits with `[j.results()[0] for j in jobs]`: each job's wait goes through ours
+            with mock.patch.object(submitit.core.core.Job, "results", results):
+                return super().launch(job_overrides, initial_job_idx)
