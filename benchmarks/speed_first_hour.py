@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: (what it is, the arguments of python -m bench)
 COMMANDS = [
+    ("the help: examples and every config group", ["--help"]),
     ("the default run (SL, synthetic data, 20 epochs)", []),
     ("the paper's Health data, SL, 2 epochs", ["dataset=health", "loss=sl", "trainer.max_epochs=2"]),
     ("a Table 2 cell, SL@20 on Health, 2 epochs", ["+experiment=paper/table2_mf_health", "loss=slk",

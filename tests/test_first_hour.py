@@ -164,6 +164,18 @@ def test_help_names_what_a_user_needs(run_cli, tmp_path):
     assert len(_help_examples()) >= 10
 
 
+def test_help_does_not_import_the_training_stack(tmp_path):
+    """--help answers from the configs alone (no Lightning, no PyTorch: a second, not five)."""
+    import subprocess
+    import sys
+
+    shown = subprocess.run([sys.executable, "-X", "importtime", "-m", "bench", "--help"], cwd=tmp_path,
+                           capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert shown.returncode == 0 and "Examples:" in shown.stdout
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in shown.stderr.splitlines() if "|" in line}
+    assert "bench" in imported and not imported & {"lightning", "torch", "torch_geometric", "wandb"}
+
+
 def test_the_readme_timings_are_the_benchmarks_table():
     """The README quotes timings once, as the newest ``benchmarks/speed_first_hour.py`` measured them."""
     readme = (REPO / "README.md").read_text()

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep", "bench.resumable",
              "bench.collect")),
     ("analysis", ("bench.analysis", "bench.export", "bench.study", "bench.site")),
-    ("command line", ("bench.app", "bench", "bench.__main__")),
+    ("command line", ("bench.app", "bench.help", "bench", "bench.__main__")),
 ]
 #: inside the model/loss layer, the order of its parts (losses use estimators and ranks)
 SUBLAYERS = ("bench.evaluation", "bench.models", "bench.thresholds", "bench.losses")
