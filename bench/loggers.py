@@ -93,6 +93,44 @@ def wandb_logger(project: str = "bench", entity: str | None = None, group: str |
     return logger
 
 
+def _needs(module: str, extra: str, logger: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"logger={logger} needs {module}: pip install -e \".[{extra}]\" "
+                          f"(or pip install \"bench[{extra}]\")")
+
+
+def mlflow_logger(experiment_name: str = "bench", tracking_uri: str | None = None, run_name: str | None = None,
+                  group: str | None = None, tags: dict[str, Any] | None = None) -> Logger:
+    """Lightning's ``MLFlowLogger`` with the run's group among its tags (seeds of one configuration
+    share it), hyperparameters and metrics as MLflow params and metrics.
+
+    Args:
+        experiment_name: the MLflow experiment.
+        tracking_uri: a server or store; None: ``file:./mlruns`` in the working directory.
+        run_name, group, tags: as for W&B (``group`` is dataset-model-loss plus variant overrides).
+    """
+    _needs("mlflow", "mlflow", "mlflow")
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    uri = tracking_uri or f"file:{os.path.abspath('mlruns')}"
+    if uri.startswith("file:"):  # no server, no database: MLflow 3 asks to opt in to its file store
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    return MLFlowLogger(experiment_name=experiment_name, tracking_uri=uri, run_name=run_name,
+                        tags={**{k: str(v) for k, v in (tags or {}).items()}, "group": str(group)})
+
+
+def tensorboard_logger(save_dir: str, group: str, seed: int) -> Logger:
+    """Lightning's ``TensorBoardLogger`` writing ``<run folder>/tensorboard``; the run is named by its
+    group and seed so that a sweep folder's runs read as ``<group>/seed<k>`` in TensorBoard."""
+    _needs("tensorboard", "tensorboard", "tensorboard")
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    return TensorBoardLogger(save_dir=save_dir, name="tensorboard", version=f"{group}-seed{seed}",
+                             default_hp_metric=False)
+
+
 def build_loggers(cfg: DictConfig | None) -> list[Logger]:
     """Instantiate every logger under the ``logger`` config node (empty for ``logger=none``)."""
     if not cfg:

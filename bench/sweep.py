@@ -183,11 +183,59 @@ class SweepCallback(Callback):
         print(f"seed summary: {root / name[:16]}.md and .csv")
         if "wandb" in (config.get("logger") or {}) and len(summary):
             _log_summary_to_wandb(config, mine, summary)
+        if "mlflow" in (config.get("logger") or {}) and len(summary):
+            _log_summary_to_mlflow(config, summary)
+        if "tensorboard" in (config.get("logger") or {}) and len(summary):
+            _log_summary_to_tensorboard(config, summary)
         bad = [r for r in mine if r.status != COMPLETED]
         if bad or not_run:
             print(f"{len(bad) + len(not_run)} jobs did not complete or did not run; see the lists above",
                   file=sys.stderr)
             sys.exit(1)
+
+
+def _configurations(summary: Any) -> Any:
+    """(dataset, model, row) and that configuration's rows of the seed summary."""
+    return summary.groupby(["dataset", "model", "row"], sort=False)
+
+
+def _log_summary_to_mlflow(config: DictConfig, summary: Any) -> None:
+    """One MLflow run per configuration, tagged ``job_type=summary`` and with its seeds' ``group``:
+    the seed summary's fields as metrics (``ndcg20/mean``, ``ndcg20/ci_low``, ...; MLflow's names have
+    no ``@``)."""
+    try:
+        import mlflow
+
+        spec = config.logger.mlflow
+        uri = spec.get("tracking_uri") or f"file:{Path('mlruns').resolve()}"
+        client = mlflow.tracking.MlflowClient(tracking_uri=uri)
+        found = client.get_experiment_by_name(spec.experiment_name)
+        experiment = found.experiment_id if found else client.create_experiment(spec.experiment_name)
+        for (dataset, model, row), part in _configurations(summary):
+            group = f"{dataset}-{model}-{row}"
+            run = client.create_run(experiment, run_name=f"summary-{group}",
+                                    tags={"job_type": "summary", "group": group, "dataset": str(dataset),
+                                          "model": str(model), "sweep_dir": str(config.hydra.sweep.dir)})
+            for key, value in wandb_summary_fields(part).items():
+                client.log_metric(run.info.run_id, key.replace("@", ""), float(value))
+            client.set_terminated(run.info.run_id)
+    except Exception as exc:  # the summary files are written already; MLflow is a bonus
+        log.warning("could not log the seed summary to MLflow: %s", exc)
+
+
+def _log_summary_to_tensorboard(config: DictConfig, summary: Any) -> None:
+    """The seed summary as TensorBoard scalars under ``<sweep>/tensorboard/summary-<configuration>``
+    (``ndcg@20/mean``, ``ndcg@20/ci_low``, ...)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+
+        for (dataset, model, row), part in _configurations(summary):
+            folder = Path(str(config.hydra.sweep.dir)) / "tensorboard" / f"summary-{dataset}-{model}-{row}"
+            with SummaryWriter(str(folder)) as writer:
+                for key, value in wandb_summary_fields(part).items():
+                    writer.add_scalar(key, float(value), 0)
+    except Exception as exc:
+        log.warning("could not log the seed summary to TensorBoard: %s", exc)
 
 
 def _log_summary_to_wandb(config: DictConfig, runs: list[RunResult], summary: Any) -> None:

@@ -45,3 +45,45 @@ def test_sweep_logs_train_runs_grouped_by_configuration_and_a_summary_run_with_c
     assert fields["ndcg@20/ci_low"] < fields["ndcg@20/mean"] < fields["ndcg@20/ci_high"]
     # the per-user vectors travel with each training run (for bench.report --wandb)
     assert len(list((tmp_path / "sweep").rglob("offline-run-*/files/per_user_test.npz"))) == 2
+
+
+@pytest.mark.slow
+def test_mlflow_runs_share_their_group_and_a_sweep_adds_its_summary_run(run_cli, tiny, tmp_path, monkeypatch):
+    pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    done = run_cli(["-m", "logger=mlflow", *tiny, "trainer.max_epochs=1", "hydra.sweep.dir=sweep", "seed=0,1"],
+                   tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # reading the local store bench wrote
+    client = MlflowClient(tracking_uri=f"file:{tmp_path / 'mlruns'}")
+    experiment = client.get_experiment_by_name("bench")
+    runs = client.search_runs([experiment.experiment_id])
+    jobs = [r for r in runs if r.data.tags.get("job_type") != "summary"]
+    summaries = [r for r in runs if r.data.tags.get("job_type") == "summary"]
+    assert len(jobs) == 2 and len({r.data.tags["group"] for r in jobs}) == 1
+    assert sorted(r.data.tags["seed"] for r in jobs) == ["0", "1"]
+    summary = pd.read_csv(tmp_path / "sweep" / "summary.csv").set_index("metric")
+    assert len(summaries) == 1
+    assert summaries[0].data.metrics["ndcg20/mean"] == pytest.approx(summary.at["ndcg@20", "mean"])
+    assert all("test/ndcg20" in r.data.metrics for r in jobs)
+    assert summaries[0].data.tags["group"].startswith("synthetic-mf-sl")
+
+
+@pytest.mark.slow
+def test_tensorboard_runs_and_the_sweeps_summary_are_event_files(run_cli, tiny, tmp_path):
+    pytest.importorskip("tensorboard", reason="the [tensorboard] extra is not installed")
+    import pandas as pd
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    done = run_cli(["-m", "logger=tensorboard", *tiny, "trainer.max_epochs=1", "hydra.sweep.dir=sweep", "seed=0,1"],
+                   tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    job_logs = sorted((tmp_path / "sweep").glob("[01]/tensorboard/*-seed[01]"))
+    assert len(job_logs) == 2
+    summary_dir = next((tmp_path / "sweep" / "tensorboard").glob("summary-*"))
+    events = EventAccumulator(str(summary_dir))
+    events.Reload()
+    summary = pd.read_csv(tmp_path / "sweep" / "summary.csv").set_index("metric")
+    assert events.Scalars("ndcg@20/mean")[0].value == pytest.approx(summary.at["ndcg@20", "mean"], rel=1e-6)
