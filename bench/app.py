@@ -162,8 +162,7 @@ EARLY_WRITERS = {"hydra.output_subdir": "bench writes .hydra/ itself once the fo
 
 
 #: Hydra plugins that come with an extra (not every user tunes or has a cluster): group -> (plugin module, extra)
-PLUGIN_EXTRAS = {"hydra/sweeper": ("hydra_plugins.hydra_optuna_sweeper", "tune"),
-                 "hydra/launcher=slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm")}
+PLUGIN_EXTRAS = {"hydra/launcher=slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm")}
 
 
 def check_extras(arg: str) -> None:
@@ -194,6 +193,10 @@ def check_hydra_settings(argv: list[str]) -> None:
     for arg in argv[1:]:
         check_extras(arg)
         key, _, value = arg.lstrip("+~").partition("=")
+        if key == "hydra/sweeper":  # Hydra's Optuna sweeper pinned Optuna 2.10: tuning has its own command
+            raise BenchError(f"{arg}: tuning is python -m bench.tune <search> [overrides] (searches in conf/search/, "
+                             f"e.g. python -m bench.tune paper_{value.rsplit('_', 1)[-1] if '_' in value else 'sl'} "
+                             "dataset=health); pip install -e \".[tune]\" for Optuna")
         if key == "hydra.output_subdir" and value not in ("null", ""):
             raise BenchError(f"{arg}: {EARLY_WRITERS[key]}, after checking the folder is free; drop this setting")
         if (key == "hydra/job_logging" and value not in ("bench", "disabled", "none", "stdout")) or \

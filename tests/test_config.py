@@ -102,18 +102,3 @@ def test_a_broken_plugin_module_is_named_instead_of_hiding_the_others(tmp_path, 
     sys.modules.pop("plugins_pkg.b_broken", None)
     assert plugins_pkg.REG.get("good").__name__ == "Good"  # a later lookup retries the discovery
     assert isinstance(plugins_pkg.REG, Registry)
-
-
-@pytest.mark.parametrize("sweeper", ["seq_search_sl", "seq_search_slk"])
-def test_the_table6_sweepers_try_each_value_once_with_the_same_budget(sweeper):
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["+experiment=seq/table6_games", f"hydra/sweeper={sweeper}"],
-                      return_hydra_config=True)
-    sweep = cfg.hydra.sweeper
-    # a grid, not TPE: TPE's first trials are random draws, which repeat values out of six
-    assert sweep.sampler._target_ == "optuna.samplers.GridSampler"
-    (param,) = sweep.params.values()
-    values = param.removeprefix("choice(").removesuffix(")").split(",")
-    assert len(set(values)) == len(values) == sweep.n_trials == 6

@@ -86,7 +86,7 @@ def test_log_lines_go_around_an_open_bar():
     assert "said elsewhere" not in stream.getvalue()
 
 
-@pytest.mark.parametrize("arg,extra", [("hydra/sweeper=paper_search_sl", "tune"), ("hydra/launcher=slurm", "slurm")])
+@pytest.mark.parametrize("arg,extra", [("hydra/launcher=slurm", "slurm")])
 def test_a_plugin_without_its_extra_names_the_extra(monkeypatch, arg, extra):
     import importlib.util
 
@@ -127,13 +127,12 @@ def test_every_config_option_is_in_the_docs_table():
                 table[group] = _expand(cells[2])
     groups = {"task": "task", "dataset": "dataset", "model": "model", "loss": None, "trainer": "trainer",
               "logger": "logger", "callbacks": "callbacks", "hydra/launcher": "hydra/launcher",
-              "hydra/sweeper": "hydra/sweeper"}
+              }
     missing = {}
     for group, row in groups.items():
         if row is None:  # the losses have their own table
             continue
-        shared = table["hydra/launcher"] if group == "hydra/sweeper" else set()  # one row for both
-        lacking = _options(group) - table.get(row, set()) - shared
+        lacking = _options(group) - table.get(row, set())
         if lacking:
             missing[group] = sorted(lacking)
     experiments = {str(p.relative_to(CONF / "experiment").with_suffix(""))

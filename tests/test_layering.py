@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("bench.report",)),
     ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep", "bench.resumable",
              "bench.collect")),
-    ("analysis", ("bench.analysis", "bench.export", "bench.study", "bench.site")),
+    ("analysis", ("bench.analysis", "bench.export", "bench.study", "bench.site", "bench.tune")),
     ("command line", ("bench.app", "bench.help", "bench", "bench.__main__")),
 ]
 #: inside the model/loss layer, the order of its parts (losses use estimators and ranks)
