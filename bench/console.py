@@ -17,7 +17,8 @@ from typing import Any
 #: libraries whose INFO lines describe their own setup, not the run
 CHATTY_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning", "pytorch_lightning")
 #: warnings raised by the libraries on every run, about their own code
-LIBRARY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\).*",)
+LIBRARY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\).*",
+                    r".*The `srun` command is available on your system but is not used.*")
 
 
 def configure(verbose: bool) -> None:

@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="[%(asctime)s] %(message)s",
                         datefmt="%H:%M:%S")
     configure(args.verbose)
+    import warnings
+
+    from optuna.exceptions import ExperimentalWarning
+
+    warnings.filterwarnings("ignore", category=ExperimentalWarning)  # heartbeats and the retry callback
     worker = bool(os.environ.get("BENCH_TUNE_WORKER"))
     try:
         from bench.composition import compose
@@ -54,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             worker_argv = [a for a in (argv if argv is not None else sys.argv[1:])]
             others = spawn_workers([*_without_workers(worker_argv), "--storage", url, "--study-name", name],
                                    args.workers - 1)
-        study = work(name, url, search, args.overrides, int(base.seed), args.pruner, root, args.stale_after)
+        study = work(name, url, search, args.overrides, int(base.seed), args.pruner, root, args.stale_after,
+                     int(base.trainer.max_epochs))
         failed = [p.wait() for p in others]
         if any(failed):
             raise BenchError(f"{sum(1 for f in failed if f)} worker(s) failed; rerun the same command to go on")
@@ -93,9 +99,10 @@ def summary(study: object, search: object, url: str) -> str:
         lines.append(f"best validation value {best.value:.4f} (trial {best.number}): "
                      + " ".join(f"{k}={v}" for k, v in best.params.items()))
     epochs = [t.user_attrs.get("epochs") for t in done + pruned]
-    if pruned and all(isinstance(e, int) for e in epochs):
-        full = max(t.user_attrs["epochs"] for t in done) if done else 0
-        lines.append(f"epochs trained: {sum(epochs)} (without pruning at most {full * len(epochs)})")
+    if pruned and done and all(isinstance(e, int) for e in epochs):
+        full = max(t.user_attrs["epochs"] for t in done)
+        lines.append(f"epochs trained: {sum(epochs)} of {full * len(epochs)} without pruning "
+                     f"({1 - sum(epochs) / (full * len(epochs)):.0%} saved)")
     return "\n".join(lines)
 
 

@@ -98,11 +98,11 @@ def test_a_killed_tuning_resumes_and_retries_the_trial_it_lost(tmp_path):
 def test_pruning_stops_hopeless_trials_and_says_what_it_saved(tmp_path):
     from optuna.trial import TrialState
 
-    # a learning rate of 1e-6 cannot catch up with 0.1: its curve stays below the median from the start
-    done = _tune(["paper", *TINY, "trainer.max_epochs=8", "--n-trials", "6", "--pruner", "median"], tmp_path)
+    # the paper's grid over lr and weight decay: the slow learning rates' curves stay below the median
+    done = _tune(["paper", *TINY, "trainer.max_epochs=8", "--n-trials", "10", "--pruner", "median"], tmp_path)
     out, err = done.communicate(timeout=900)
     assert done.returncode == 0, err[-3000:]
     trials = _trials(tmp_path, "synthetic-mf-sl-paper")
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
-    assert pruned and all(t.user_attrs["epochs"] < 8 for t in pruned)
-    assert "epochs trained:" in out and "pruned" in out
+    assert pruned and all(2 <= t.user_attrs["epochs"] < 8 for t in pruned)  # not before a quarter of the epochs
+    assert "epochs trained:" in out and "saved)" in out
