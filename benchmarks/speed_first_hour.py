@@ -61,7 +61,8 @@ def time_command(args: list[str]) -> tuple[float, str]:
 def table(rows: list[tuple[str, list[str], float, str]]) -> str:
     lines = ["| command | what | wall (s) | s per epoch (the run's estimate) |", "|---|---|---|---|"]
     for what, args, wall, epoch in rows:
-        lines.append(f"| `python -m bench {' '.join(args)}`".rstrip() + f" | {what} | {wall:.0f} | {epoch} |")
+        command = " ".join(["python -m bench", *args])
+        lines.append(f"| `{command}` | {what} | {wall:.1f} | {epoch} |")
     return "\n".join(lines)
 
 
