@@ -40,6 +40,15 @@ def wants_verbose(argv: list[str]) -> list[str]:
     return [argv[0], *[a for a in argv[1:] if a not in ("-v", "--verbose")], "log.verbose=true"]
 
 
+def duration(seconds: float) -> str:
+    """A duration as a person reads it: ``45 s``, ``12 min``, ``3.4 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 class ConsoleFormatter(logging.Formatter):
     """``[17:28:39] message`` on the console (the run's bench.log keeps dates and logger names);
     a warning or an error says so: ``[17:28:39] warning: ...``."""

@@ -12,15 +12,11 @@ tool's "time estimate: X s per epoch" line). Writes the table with the machine i
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import re
-import subprocess
-import sys
-import tempfile
-import time
 from datetime import date
 from pathlib import Path
+
+from bench_command import machine, run_bench  # benchmarks/bench_command.py (this folder is on the path)
 
 REPO = Path(__file__).resolve().parents[1]
 #: (what it is, the arguments of python -m bench)
@@ -39,22 +35,10 @@ END = "<!-- end of the first-hour table -->"
 ESTIMATE = re.compile(r"time estimate: ([\d.]+) s per epoch \(mean")
 
 
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor() or "unknown CPU")
-    return f"{model}, {len(os.sched_getaffinity(0))} cores, Python {platform.python_version()}"
-
-
 def time_command(args: list[str]) -> tuple[float, str]:
     """(wall seconds, the run's last per-epoch estimate or "–")."""
-    with tempfile.TemporaryDirectory() as folder:
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "bench", *args], cwd=folder, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
-        wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"python -m bench {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    found = ESTIMATE.findall(done.stdout + done.stderr)
+    wall, output = run_bench(args)
+    found = ESTIMATE.findall(output)
     return wall, (f"{float(found[-1]):.2f}" if found else "–")
 
 

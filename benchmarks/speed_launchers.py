@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
-import tempfile
-import time
 from datetime import date
 from pathlib import Path
+
+from bench_command import machine, run_bench  # benchmarks/bench_command.py (this folder is on the path)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["dataset.n_users=120", "dataset.n_items=80", "dataset.mean_per_user=14", "trainer.max_epochs=1",
@@ -24,17 +22,6 @@ TINY = ["dataset.n_users=120", "dataset.n_items=80", "dataset.mean_per_user=14",
 SLURM = ["hydra/launcher=slurm", "hydra.launcher.partition=local", "hydra.launcher.gpus_per_node=0",
          "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10"]
 FOUR = "seed=0,1,2,3"
-
-
-def wall(args: list[str]) -> float:
-    with tempfile.TemporaryDirectory() as folder:
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "bench", *args], cwd=folder, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
-        seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"python -m bench {' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    return seconds
 
 
 def main() -> int:
@@ -51,13 +38,11 @@ def main() -> int:
                       4))
     rows = []
     for what, command, jobs in cases:
-        seconds = wall(command)
+        seconds, _ = run_bench(command)
         rows.append(f"| {what} | {jobs} | {seconds:.1f} | {seconds / jobs:.1f} |")
         print(rows[-1], flush=True)
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "unknown CPU")
     text = (f"# The cost of a job under each launcher\n\n`python benchmarks/speed_launchers.py`, {date.today()}, "
-            f"{cpu}, {len(os.sched_getaffinity(0))} cores, nothing else running. A tiny run: 120 users, 80 items, "
+            f"{machine()}, nothing else running. A tiny run: 120 users, 80 items, "
             "one epoch (about a second of training); wall time from the command to its last line.\n\n"
             "| how | jobs | wall (s) | per job (s) |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)

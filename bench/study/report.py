@@ -210,31 +210,31 @@ def _recorded_user_tests(study: Study, rows: list[Row]) -> None:
     those computed while the folders existed (``row, <value columns>..., recorded``), each shown
     marked as such and only where the ledgers give no value. Read from the study's own folder, then
     beside the row's ledger (another study's, for a row whose runs are that study's)."""
+    tables: dict[Path, pd.DataFrame | None] = {}  # each file read once, as text (its digits kept)
+
+    def read(path: Path) -> pd.DataFrame | None:
+        if path not in tables:
+            tables[path] = pd.read_csv(path, dtype=str).set_index("row") if path.is_file() else None
+        return tables[path]
+
     for r in rows:
         paths = dict.fromkeys([study.folder / r.table / RECORDED, study.ledger(r.table, r.row, {}).parent / RECORDED])
         for path in paths:
-            _fill_recorded(r, path)
+            recorded = read(path)
+            if recorded is not None and r.row in recorded.index:
+                _fill_recorded(r, recorded.loc[r.row])
 
 
-def _fill_recorded(r: Row, path: Path) -> None:
-    if path.is_file():
-        recorded = pd.read_csv(path).set_index("row")
-        if r.row in recorded.index:
-            for column in recorded.columns:
-                if column in ("recorded", "p_users_holm") or pd.isna(recorded.at[r.row, column]):
-                    continue
-                if math.isnan(r.values.get(column, NAN)):
-                    r.values[column] = float(recorded.at[r.row, column])
-                    if column == "p_users":
-                        r.values["p_users_holm"] = float(recorded.at[r.row, "p_users_holm"])
-                    r.values.setdefault("recorded", {})[column] = str(recorded.at[r.row, "recorded"])
-                    r.values.setdefault("recorded_text", {})[column] = _as_written(path, r.row, column)
-
-
-def _as_written(path: Path, row: str, column: str) -> str:
-    """A recorded cell's text as the CSV holds it (``0.219`` keeps its three digits)."""
-    text = pd.read_csv(path, dtype=str).set_index("row").at[row, column]
-    return str(text).strip()
+def _fill_recorded(r: Row, recorded: pd.Series) -> None:
+    """``r``'s values the ledgers left empty, from its row of a ``recorded.csv`` (read as text)."""
+    for column, text in recorded.items():
+        if column in ("recorded", "p_users_holm") or pd.isna(text) or not math.isnan(r.values.get(column, NAN)):
+            continue
+        r.values[column] = float(text)
+        if column == "p_users":
+            r.values["p_users_holm"] = float(recorded["p_users_holm"])
+        r.values.setdefault("recorded", {})[column] = str(recorded["recorded"])
+        r.values.setdefault("recorded_text", {})[column] = str(text).strip()
 
 
 def p_text(v: Mapping[str, Any], key: str) -> str:

@@ -7,6 +7,7 @@ import math
 import statistics
 from pathlib import Path
 
+from bench.console import duration
 from bench.records import RESULTS_FILE, RUNNING, RunResult
 from bench.records.ledger import read_ledger
 from bench.study.plan import FINAL, TUNE, Recorded, plan
@@ -22,14 +23,6 @@ def _fit_seconds(study: Study) -> dict[tuple[str, str, str], list[float]]:
             if isinstance(value, int | float) and not math.isnan(value):
                 out.setdefault((job.table, job.row, job.stage), []).append(float(value))
     return out
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def status(study: Study, runs: Path, lanes: int = 1) -> str:
@@ -65,7 +58,7 @@ def status(study: Study, runs: Path, lanes: int = 1) -> str:
     lines += ["", f"{total['done']} done, {total['running']} running, {total['left']} left"
               + (f" (and {waiting} tuning-dependent runs not planned yet)" if waiting else "")]
     if total["left"]:
-        estimate = f"about {_duration(left_seconds / max(1, lanes))} at {lanes} lane(s)" if left_seconds else "unknown"
+        estimate = f"about {duration(left_seconds / max(1, lanes))} at {lanes} lane(s)" if left_seconds else "unknown"
         lines.append(f"time left: {estimate}" + (f"; {unknown} run(s) with no timing yet" if unknown and left_seconds
                                                  else "") + " (the median recorded fit of each row, or of the study)")
     for why in dict.fromkeys(blocked):

@@ -12,6 +12,8 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Checkpoint, EarlyStopping, ModelCheckpoint, TQDMProgressBar
 
+from bench.console import duration
+
 log = logging.getLogger(__name__)
 
 
@@ -137,20 +139,12 @@ class Heartbeat(L.Callback):
         done, total = batch_idx + 1, int(trainer.num_training_batches)
         left = (now - self._start) / done * max(0, total - done)
         log.info("epoch %d: step %d of %d (%.0f%%), about %s left in the epoch", trainer.current_epoch, done, total,
-                 100 * done / max(1, total), _duration(left))
+                 100 * done / max(1, total), duration(left))
 
 
 def heartbeat(enabled: bool, every_s: float = 30.0) -> Heartbeat | None:
     """A :class:`Heartbeat` when there is no progress bar (``enabled``), else None."""
     return Heartbeat(every_s) if enabled else None
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def sweep_shape() -> tuple[int, int, int] | None:
@@ -257,16 +251,16 @@ class TimeEstimate(L.Callback):
         timed = len(self.timed_epochs())
         basis = f" (mean of {timed} timed epoch{'s' if timed > 1 else ''})" if timed else ""
         line = (f"time estimate: {epoch:.1f} s per epoch{basis}; {epochs} epoch{'s' if epochs != 1 else ''} ≈ "
-                f"{_duration(total)}{validation}")
+                f"{duration(total)}{validation}")
         start = min(self.start_epoch or 0, epochs)
         if start:  # a resumed run: what is left is what its user waits for
             left = epoch * (epochs - start) + (self.validation or 0.0) * (rounds - start // every)
-            line += f"; resumed at epoch {start}, the {epochs - start} left ≈ {_duration(left)}"
+            line += f"; resumed at epoch {start}, the {epochs - start} left ≈ {duration(left)}"
         shape = sweep_shape()
         if shape is not None:  # only this configuration's seeds cost what this job does
             jobs, at_once, seeds = shape
             line += f"; its {seeds} seed{'s' if seeds != 1 else ''}, {at_once} at a time ≈ " \
-                    f"{_duration(total * -(-seeds // at_once))}"
+                    f"{duration(total * -(-seeds // at_once))}"
             others = jobs // seeds - 1
             if others:
                 line += (" (the sweep's other configuration says its own as it starts)" if others == 1 else

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         root = args.root / name
         others = []
         if args.workers > 1 and not worker:
-            worker_argv = [a for a in (argv if argv is not None else sys.argv[1:])]
+            worker_argv = list(argv if argv is not None else sys.argv[1:])
             others = spawn_workers([*_without_workers(worker_argv), "--storage", url, "--study-name", name],
                                    args.workers - 1)
         study = work(name, url, search, args.overrides, int(base.seed), args.pruner, root, args.stale_after,
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(failed):
             raise BenchError(f"{sum(1 for f in failed if f)} worker(s) failed; rerun the same command to go on")
         if not worker:
-            print(summary(study, search, url))
+            print(summary(study, url))
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +86,7 @@ def _without_workers(argv: list[str]) -> list[str]:
     return out
 
 
-def summary(study: object, search: object, url: str) -> str:
+def summary(study: object, url: str) -> str:
     """Best value and setting, trials by state, epochs the pruner saved."""
     from optuna.trial import TrialState
 
