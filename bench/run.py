@@ -152,7 +152,8 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
     ratio, noise_seed = cfg.dataset.get("noise_ratio", 0.0), cfg.dataset.get("noise_seed", 0)
     check_noise(ratio, noise_seed)
     data = load_dataset(cfg.dataset)
-    task = instantiate(cfg.task)
+    # recipe: the task's defaults for other groups' keys (eval.ks, train.negatives, ...), read there
+    task = instantiate({k: v for k, v in OmegaConf.to_container(cfg.task, resolve=True).items() if k != "recipe"})
     _check_model_fits_task(cfg.model.name, task.name)
     if ratio and task.name != "cf":
         raise ConfigError(f"dataset.noise_ratio={ratio} flips user-item pairs, which only task=cf has; "

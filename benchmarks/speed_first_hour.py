@@ -27,6 +27,8 @@ COMMANDS = [
     ("a Table 2 cell, SL@20 on Health, 2 epochs", ["+experiment=paper/table2_mf_health", "loss=slk",
                                                   "trainer.max_epochs=2"]),
     ("link prediction on Cora (its GCN), 2 epochs", ["task=linkpred", "dataset=cora", "trainer.max_epochs=2"]),
+    ("SASRec on Games with Table 6's recipe (task=seq's default), SL@20, 2 epochs",
+     ["task=seq", "dataset=games", "loss=slk", "trainer.max_epochs=2"]),
     ("learning to rank on MQ2008 (a transformer), 2 epochs", ["task=ltr", "dataset=mq2008", "trainer.max_epochs=2"]),
     ("a seed sweep: synthetic, SL, 3 seeds", ["-m", "seed=0,1,2"]),
 ]

@@ -104,6 +104,33 @@ def test_a_task_brings_its_backbone_and_model_still_wins(make_cfg, tmp_path, tas
     assert make_cfg([f"task={task}", "model=mlp"], tmp_path).model.name == "mlp"
 
 
+def _training(cfg) -> dict:
+    """What decides how a run trains, beside the loss."""
+    return {"negatives": cfg.train.negatives, "groups": cfg.train.shared_groups, "patience":
+            cfg.train.early_stopping_patience, "val_every": cfg.trainer.check_val_every_n_epoch,
+            "fused": cfg.optimizer.fused, "foreach": cfg.optimizer.foreach, "epochs": cfg.trainer.max_epochs,
+            "dim": cfg.model.dim, "dropout": cfg.model.dropout, "pack": cfg.model.pack,
+            "users": cfg.task.users_per_batch}
+
+
+@pytest.mark.parametrize("dataset,table6", [("games", "games"), ("beauty-seq", "beauty")])
+def test_task_seq_trains_with_table6s_recipe_unless_told_otherwise(make_cfg, tmp_path, dataset, table6):
+    plain = make_cfg(["task=seq", f"dataset={dataset}", "loss=slk"], tmp_path)
+    paper = make_cfg([f"+experiment=seq/table6_{table6}", "loss=slk"], tmp_path)
+    assert _training(plain) == _training(paper) == {
+        "negatives": "shared", "groups": 16, "patience": 5, "val_every": 10, "fused": True, "foreach": False,
+        "epochs": 200, "dim": 50, "dropout": 0.5, "pack": True, "users": 128}
+    told = make_cfg(["task=seq", f"dataset={dataset}", "train.negatives=per_pair", "optimizer.fused=false",
+                     "trainer.check_val_every_n_epoch=5", "model.dropout=0.2"], tmp_path)
+    assert (told.train.negatives, told.optimizer.foreach, told.trainer.check_val_every_n_epoch,
+            told.model.dropout) == ("per_pair", True, 5, 0.2)
+    # the recipe is the seq task's: collaborative filtering keeps its own defaults
+    cf = make_cfg(["dataset=health"], tmp_path)
+    assert (cf.train.negatives, cf.train.shared_groups, cf.train.early_stopping_patience,
+            cf.trainer.check_val_every_n_epoch, cf.optimizer.fused) == ("per_pair", 1, None, 5, False)
+    assert make_cfg(["task=seq", "dataset=ml100k-seq"], tmp_path).model.dropout == 0.2  # SASRec's on MovieLens
+
+
 def _options(group: str) -> set[str]:
     return {p.stem for p in (CONF / group).glob("*.yaml")}
 

@@ -320,14 +320,12 @@ class LtrTask:
         queries_per_batch: lists per training batch.
         gain: "exponential" (2^rel - 1, the LETOR convention) or "linear" (rel, trec_eval on raw grades).
         empty_queries: "exclude" (default; reported in results.json) or "zero" (NDCG 0, as trec_eval).
-        ks, monitor: the defaults the config gives ``eval.ks`` and ``train.monitor`` for this
-            task (read there, not here).
     """
 
     name = "ltr"
 
     def __init__(self, queries_per_batch: int = 64, gain: str = "exponential", empty_queries: str = "exclude",
-                 ks: Sequence[int] = (1, 3, 5, 10, 20), monitor: str = "ndcg@5", name: str = "ltr") -> None:
+                 name: str = "ltr") -> None:
         if gain not in GAINS:
             raise ConfigError(f"task.gain={gain!r} is not a gain; use {' or '.join(GAINS)}")
         if empty_queries not in EMPTY_QUERIES:
