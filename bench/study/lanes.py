@@ -1,12 +1,10 @@
-"""Running a study's jobs: N local lanes (one process each, the cores shared out), or any Hydra
-launcher (a cluster), resumable across sittings and machines through the ledgers."""
+"""Running a study's jobs in N local lanes (one process each, the cores shared out), resumable
+across sittings and machines through the ledgers (on a SLURM cluster: :mod:`bench.study.slurm`)."""
 
 from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -14,7 +12,7 @@ from pathlib import Path
 from bench.records import COMPLETED, RunResult, find_runs
 from bench.records.configuration import setting_of
 from bench.records.ledger import find_row, keep_per_user, ledger_row, read_ledger, update_ledger
-from bench.resumable import finish_recorded, override_value
+from bench.resumable import finish_recorded
 from bench.study.plan import FINAL, Job, plan
 from bench.study.spec import Study
 
@@ -90,29 +88,6 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
             for future in done:
                 job = running.pop(future)
                 say(f"{future.result()} {job.table} {job.row} {job.stage} seed {job.seed}: {job.folder}")
-
-
-def run_launcher(study: Study, runs: Path, launcher: str, stages: tuple[str, ...] = ("tune", FINAL),
-                 tables: list[str] | None = None, rows: list[str] | None = None,
-                 say: Callable[[str], None] = print) -> int:
-    """Run what the plan offers through a Hydra launcher (``slurm``, ``parallel``...): one
-    ``python -m bench -m`` sweep per configuration over its missing seeds, then record every
-    completed run of it into its ledger. Rerun to pick up runs that finished later (a cluster's
-    queue), or tuning trials that the first choices unblocked."""
-    jobs = plan(study, runs, stages, tables, rows)
-    groups: dict[tuple, list[Job]] = {}
-    for job in jobs:
-        key = (job.ledger, tuple(o for o in job.overrides if not o.startswith("seed=")))
-        groups.setdefault(key, []).append(job)
-    for (ledger, overrides), members in groups.items():
-        sweep = members[0].folder.parent / "sweep"
-        seeds = ",".join(str(j.seed) for j in members)
-        cmd = [sys.executable, "-m", "bench", "-m", *overrides, f"seed={seeds}", f"hydra/launcher={launcher}",
-               f"hydra.sweep.dir={override_value(sweep)}"]
-        say("+ " + " ".join(cmd))
-        subprocess.run(cmd, check=False)
-        record_finished(study, sweep, ledger, members[0].one_setting)
-    return len(jobs)
 
 
 def record_finished(study: Study, folder: Path, ledger: Path, one_setting: bool) -> int:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.records.ledger import read_ledger
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "slurm-local.sh"
 TINY = ["dataset.n_users=120", "dataset.n_items=80", "dataset.mean_per_user=14", "trainer.check_val_every_n_epoch=1",
@@ -54,8 +56,11 @@ def test_sweeps_through_a_real_slurm_cluster(cluster, tmp_path):
     """One test, one cluster: the daemons listen on fixed ports, so two workers must not start two."""
     (tmp_path / "digits").mkdir()
     (tmp_path / "cancel").mkdir()
+    (tmp_path / "cut").mkdir()
     a_sweep_on_slurm_gives_the_local_sweeps_digits(cluster, tmp_path / "digits")
     a_cancelled_job_leaves_the_others_and_the_summary_names_it(cluster, tmp_path / "cancel")
+    a_job_cut_by_its_time_limit_resumes_to_the_uncut_digits(cluster, tmp_path / "cut")
+    a_study_runs_its_lanes_as_slurm_tasks(cluster, tmp_path)
 
 
 def a_sweep_on_slurm_gives_the_local_sweeps_digits(cluster: dict[str, str], tmp_path: Path) -> None:
@@ -98,3 +103,96 @@ def a_cancelled_job_leaves_the_others_and_the_summary_names_it(cluster: dict[str
              (f"seed {missing})" in line or f"seed={missing})" in line)]
     assert len(named) == 1 and ("## Runs that did not complete" in summary or "did not run" in summary), summary
     assert "(n=2)" in summary and "Traceback" not in out
+
+
+#: a run of ~75 s of training on one thread: longer than the 1-minute limit, so SLURM cuts it at least once
+LONG = ["dataset.n_users=1500", "dataset.n_items=400", "dataset.mean_per_user=20", "trainer.check_val_every_n_epoch=10",
+        "loss.n_negatives=200", "train.batch_size=256", "trainer.max_epochs=250", "seed=0"]
+
+
+def _release_requeued(env: dict[str, str]) -> None:
+    """slurmctld holds a requeued job ~2 minutes before it may start again (hard-coded): start it now."""
+    held = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i %r"], env=env, capture_output=True, text=True).stdout
+    for job in [line.split()[0] for line in held.splitlines() if line.endswith(" BeginTime")]:
+        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, capture_output=True)
+
+
+def a_job_cut_by_its_time_limit_resumes_to_the_uncut_digits(cluster: dict[str, str], tmp_path: Path) -> None:
+    # SLURM signals the job 30 s before its 1-minute limit (up to 60 s earlier: its timer's resolution); the
+    # launcher requeues it as resume=<its folder>, and it continues from last.ckpt until it completes
+    limit = ["hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=30", "hydra.launcher.max_num_timeout=20"]
+    slurm = subprocess.Popen([sys.executable, "-m", "bench", "-m", *SLURM, *limit, *LONG, "hydra.sweep.dir=cut"],
+                             cwd=tmp_path, env=cluster, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # the uncut reference beside it, on the other core
+    local = subprocess.Popen([sys.executable, "-m", "bench", "-m", *LONG, "hydra.sweep.dir=uncut"], cwd=tmp_path,
+                             env={**cluster, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while slurm.poll() is None and time.monotonic() < deadline:
+        _release_requeued(cluster)
+        time.sleep(0.5)
+    out, _ = slurm.communicate(timeout=30)
+    local_out, _ = local.communicate(timeout=600)
+    assert slurm.returncode == 0 and local.returncode == 0, out[-3000:] + local_out[-3000:]
+    logs = "".join(p.read_text() for p in (tmp_path / "cut" / ".submitit").glob("*/*_log.out"))
+    cuts = logs.count("requeued to resume")
+    assert cuts >= 1, f"the run was never cut by its time limit (make LONG longer on this machine)\n{logs[-3000:]}"
+    cut, uncut = (json.loads((tmp_path / d / "0" / "results.json").read_text()) for d in ("cut", "uncut"))
+    assert cut["status"] == "completed" and cut["resumed_from"].endswith("last.ckpt")
+    assert cut["epochs_trained"] == uncut["epochs_trained"] == 250
+    assert cut["test"] == uncut["test"] and cut["best"] == uncut["best"]  # to the last digit
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "cut" / "summary.csv"),
+                                  pd.read_csv(tmp_path / "uncut" / "summary.csv"))
+    print(f"time limit: cut {cuts} time(s), resumed each time, the uncut digits")
+
+
+STUDY = """
+title: a tuned tiny study on SLURM
+tables:
+  synth: [dataset.n_users=120, dataset.n_items=80, dataset.mean_per_user=14, trainer.max_epochs=2,
+          trainer.check_val_every_n_epoch=1, loss.n_negatives=50, train.batch_size=256]
+rows:
+  sl: [loss=sl]
+  bpr: [loss=bpr]
+placement: [logger=none]
+seeds: [0, 1]
+baseline: sl
+metric: ndcg@20
+metrics: [ndcg@20]
+tune:
+  replicate: {seed: 100}
+  metric: ndcg@20
+  rows:
+    sl: {grid: {loss.tau: [0.1, 0.2]}}
+"""
+
+
+def _ledgers(results: Path) -> dict[tuple[str, str, int], dict]:
+    """(ledger, setting, seed) -> the run's validation and test values, from every ledger under ``results``."""
+    held = {}
+    for ledger in sorted(results.rglob("*.csv")):
+        for row in read_ledger(ledger):
+            values = {k: v for k, v in row.items() if k.startswith(("val/", "test/"))}
+            held[(str(ledger.relative_to(results)), row["setting"], int(row["seed"]))] = values
+    return held
+
+
+def a_study_runs_its_lanes_as_slurm_tasks(cluster: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "tiny.yaml").write_text(STUDY)
+    study = [sys.executable, "-m", "bench.study", str(tmp_path / "tiny.yaml"), "run"]
+    fields = ["partition=local", "gpus_per_node=0", "cpus_per_task=1", "mem_gb=1", "timeout_min=10"]
+    slurm = subprocess.run([*study, "--launcher", "slurm", "--slurm", *fields, "--runs", "runs-slurm", "--results",
+                            "on-slurm"], cwd=tmp_path, env=cluster, capture_output=True, text=True, timeout=600)
+    assert slurm.returncode == 0, slurm.stdout[-3000:] + slurm.stderr[-3000:]
+    # the tuning trials went out first; SL's reported runs only once its grid had chosen (a second array)
+    submitted = [line for line in slurm.stdout.splitlines() if line.startswith("submitted ")]
+    assert len(submitted) == 6 and all(" tune " in line for line in submitted[:2]), slurm.stdout
+    assert "6 done, 0 running, 0 left" in slurm.stdout, slurm.stdout
+    here = subprocess.run([*study, "--lanes", "2", "--runs", "runs-here", "--results", "here"], cwd=tmp_path,
+                          env=cluster, capture_output=True, text=True, timeout=600)
+    assert here.returncode == 0, here.stdout[-3000:] + here.stderr[-3000:]
+    on_slurm, local = _ledgers(tmp_path / "on-slurm"), _ledgers(tmp_path / "here")
+    assert len(on_slurm) == 6 and on_slurm == local  # the same runs, every value to the last digit
+    again = subprocess.run([*study, "--launcher", "slurm", "--slurm", *fields, "--runs", "runs-slurm", "--results",
+                            "on-slurm"], cwd=tmp_path, env=cluster, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "submitted" not in again.stdout, again.stdout  # the ledgers hold them all
