@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", help="row (loss name, or loss plus variant) to compare the others with")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the marks")
-    parser.add_argument("--correction", choices=["holm", "none"], default="holm",
-                        help="multiple-comparison correction over a table's rows (default holm)")
+    parser.add_argument("--correction", choices=["holm", "bh", "bonferroni", "none"], default="holm",
+                        help="multiple-comparison correction over a table's rows: holm (default), bh "
+                             "(Benjamini-Hochberg false discovery rate, for many losses at once), bonferroni, none")
     parser.add_argument("--out", type=Path, help="where to write report.md/.csv/.tex and the plots "
                         "(default: the single path given, else ./report)")
     parser.add_argument("--no-plots", action="store_true")

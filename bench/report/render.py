@@ -47,7 +47,9 @@ def _layout(frame: pd.DataFrame):
 def legend(confidence: float, alpha: float, correction: str, baseline: str | None) -> str:
     text = (f"mean ± {confidence:.0%} CI half-width (n seeds), Student t over seeds; bold: best mean.")
     if baseline:
-        adj = " after Holm correction over the rows of each table" if correction == "holm" else ""
+        adj = {"holm": " after Holm correction", "bonferroni": " after Bonferroni correction",
+               "bh": " after Benjamini-Hochberg (false discovery rate) correction"}.get(correction, "")
+        adj += " over the rows of each table" if adj else ""
         text += (f" vs {baseline}: relative change of the mean; {SIG_MARKS['seed']} paired t-test across seeds, "
                  f"{SIG_MARKS['user']} paired t-test and Wilcoxon signed-rank across test users (each user's metric "
                  f"averaged over the shared seeds), two-sided, p < {alpha}{adj}; the sign gives the direction.")

@@ -1,4 +1,4 @@
-"""The report's statistics: seed intervals, paired tests against a baseline, Holm.
+"""The report's statistics: seed intervals, paired tests against a baseline, Holm (or BH, Bonferroni).
 
 Two pairings, both two-sided (H0: no difference; the sign of the change gives the
 direction):
@@ -140,6 +140,29 @@ def compare(runs: list[RunRecord], base: list[RunRecord], metric: str) -> Compar
             n_users, diff = int(common.size), float(np.mean(x - y)) if common.size else NAN
             p_t, p_w = paired_user_tests(x, y)
     return Comparison(rel, seeds, p_seed, n_users, diff, p_t, p_w)
+
+
+#: multiple-comparison corrections of a family of p-values (``bench.report --correction``)
+CORRECTIONS = ("holm", "bh", "bonferroni", "none")
+
+
+def adjust(pvalues: list[float], correction: str = "holm") -> list[float]:
+    """Adjusted p-values of one family: ``holm`` (family-wise error, step-down), ``bonferroni``
+    (family-wise, m·p), ``bh`` (Benjamini-Hochberg false discovery rate, for many losses at once;
+    ``scipy.stats.false_discovery_control``) or ``none``. NaNs are left out of the family and stay NaN."""
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
+    if correction == "holm":
+        return holm(pvalues)
+    idx = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
+    out = [NAN] * len(pvalues)
+    if not idx or correction == "none":
+        return [float(p) for p in pvalues]
+    raw = np.array([pvalues[i] for i in idx], dtype=float)
+    adj = np.minimum(1.0, raw * len(idx)) if correction == "bonferroni" else stats.false_discovery_control(raw, method="bh")
+    for i, p in zip(idx, adj, strict=True):
+        out[i] = float(p)
+    return out
 
 
 def holm(pvalues: list[float]) -> list[float]:

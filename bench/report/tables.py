@@ -57,7 +57,8 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
         baseline: a row label or loss name to compare every other row with.
         confidence: of the seed intervals.
         alpha: significance level of the marks.
-        correction: "holm" (over the non-baseline rows of a table, per metric and test) or "none".
+        correction: over the non-baseline rows of a table, per metric and test: "holm", "bh"
+            (Benjamini-Hochberg), "bonferroni" or "none" (:func:`bench.report.stats.adjust`).
     Returns:
         (long table, notes). Columns: task, dataset, model, row, loss, name (the paper's: SL@20, with
         the row's variant), family (:mod:`bench.losses.families`), metric, n, seeds, mean,
@@ -65,8 +66,8 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
         p_seed_t, n_users, mean_user_diff, p_user_t, p_user_wilcoxon, the three ``*_adj`` and
         sig_seed / sig_user (booleans at ``alpha`` on the adjusted p-values).
     """
-    if correction not in ("holm", "none"):
-        raise ValueError(f"correction must be holm or none, got {correction!r}")
+    if correction not in stats.CORRECTIONS:
+        raise ValueError(f"correction must be one of {', '.join(stats.CORRECTIONS)}, got {correction!r}")
     out, notes = [], []
     for (task, dataset, model), rows in sorted(_group(records).items(), key=lambda item: _table_key(item[0])):
         base_label, note = find_baseline(rows, baseline)
@@ -103,7 +104,7 @@ def build(records: list[RunRecord], metrics: list[str], baseline: str | None = N
             for test in ("p_seed_t", "p_user_t", "p_user_wilcoxon"):
                 idx = [i for i, r in enumerate(block) if test in r]
                 raw = [block[i][test] for i in idx]
-                adj = stats.holm(raw) if correction == "holm" else raw
+                adj = stats.adjust(raw, correction)
                 for i, p in zip(idx, adj):
                     block[i][f"{test}_adj"] = p
             for r in block:

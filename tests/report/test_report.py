@@ -14,7 +14,7 @@ from bench.collect import from_directories
 from bench.records import write_json, write_per_user
 from bench.report import from_wandb, make_report
 from bench.report.__main__ import main as report_main
-from bench.report.stats import holm
+from bench.report.stats import adjust, holm
 
 # test NDCG@20 per seed; per-user vectors built so that their mean is this value
 SEEDS = {"sl": [0.10, 0.12, 0.11], "slk": [0.13, 0.14, 0.15], "bpr": [0.09, 0.115, 0.10]}
@@ -96,6 +96,20 @@ def test_holm_by_hand():
     # sorted .01 .03 .04 -> 3*.01 = .03, 2*.03 = .06, max(.06, 1*.04) = .06
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert holm([0.5, math.nan, 0.01])[2] == pytest.approx(0.02) and math.isnan(holm([0.5, math.nan])[1])
+
+
+def test_bh_and_bonferroni_by_hand():
+    p = [0.01, 0.04, 0.03, 0.20]
+    # BH: sorted .01 .03 .04 .20 -> 4/1*.01 = .04, 4/2*.03 = .06, 4/3*.04 = .0533, 4/4*.2 = .2; then the
+    # running minimum from the largest down: .04, .0533, .0533, .2
+    assert adjust(p, "bh") == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.20])
+    assert adjust(p, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, 0.80])
+    assert adjust([0.4, 0.5], "bonferroni") == [0.8, 1.0]  # capped at 1
+    assert adjust(p, "holm") == holm(p) and adjust(p, "none") == p
+    mixed = adjust([0.02, math.nan, 0.01], "bh")
+    assert mixed[0] == pytest.approx(0.02) and mixed[2] == pytest.approx(0.02) and math.isnan(mixed[1])
+    with pytest.raises(ValueError, match="holm, bh, bonferroni, none"):
+        adjust(p, "fdr")
 
 
 def test_markdown_latex_and_csv_outputs_parse(runs_dir, tmp_path):
