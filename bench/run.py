@@ -153,7 +153,8 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
     check_noise(ratio, noise_seed)
     data = load_dataset(cfg.dataset)
     # recipe: the task's defaults for other groups' keys (eval.ks, train.negatives, ...), read there
-    task = instantiate({k: v for k, v in OmegaConf.to_container(cfg.task, resolve=True).items() if k != "recipe"})
+    spec = cast(dict, OmegaConf.to_container(cfg.task, resolve=True))
+    task = instantiate({k: v for k, v in spec.items() if k != "recipe"})
     _check_model_fits_task(cfg.model.name, task.name)
     if ratio and task.name != "cf":
         raise ConfigError(f"dataset.noise_ratio={ratio} flips user-item pairs, which only task=cf has; "

@@ -159,7 +159,10 @@ def adjust(pvalues: list[float], correction: str = "holm") -> list[float]:
     if not idx or correction == "none":
         return [float(p) for p in pvalues]
     raw = np.array([pvalues[i] for i in idx], dtype=float)
-    adj = np.minimum(1.0, raw * len(idx)) if correction == "bonferroni" else stats.false_discovery_control(raw, method="bh")
+    if correction == "bonferroni":
+        adj = np.minimum(1.0, raw * len(idx))
+    else:
+        adj = stats.false_discovery_control(raw, method="bh")
     for i, p in zip(idx, adj, strict=True):
         out[i] = float(p)
     return out

@@ -55,7 +55,7 @@ def launcher_settings(given: Sequence[str]) -> dict[str, Any]:
         fields = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
         assert isinstance(fields, dict)
         # the job name is the sweep's (${hydra.job.name}); run_slurm names its tasks after the study
-        return {k: v for k, v in fields.items() if k not in ("_target_", "submitit_folder")
+        return {str(k): v for k, v in fields.items() if k not in ("_target_", "submitit_folder")
                 and not (isinstance(v, str) and v.startswith("${"))}
 
     defaults = launcher([])
