@@ -254,6 +254,12 @@ class LossBatch:
         draws: the shared draw(s) behind ``negatives`` (shared negatives: (N,) for the batch or
             (G, N), one per group of rows, :func:`draws_per_row`), so that an estimator can score
             a draw once per group; None for per-pair negatives.
+        pos_log_q: (P,) log Q(i) of each positive under the sampler that drew the negatives (one
+            draw's probability of item i: -log I when uniform, ``train.sampler=popularity``
+            otherwise); only for a loss with ``uses_log_q`` (a logQ correction), else None.
+        neg_log_q: (P, N) log-probability that one draw for the row is that negative: per-pair
+            draws are restricted to the user's non-positives, so log Q(j) - log(1 - Q(P_u)); shared
+            draws log Q(j) (a row's positives masked). Only with ``uses_log_q``.
     """
 
     pos: Tensor
@@ -266,6 +272,8 @@ class LossBatch:
     scorer: Scorer | None = None
     neg_valid: Tensor | None = None
     draws: Tensor | None = None
+    pos_log_q: Tensor | None = None
+    neg_log_q: Tensor | None = None
 
     def require(self, name: str) -> Any:
         """The field ``name``; a clear error when the batch was built without it (losses

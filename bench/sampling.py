@@ -116,6 +116,35 @@ class UniformNegativeSampler:
         if full.numel():
             raise DataError(f"user {int(full[0])} has every item as a training positive; no negative can be drawn")
         self.train = train
+        self._log_prob: dict[str, Tensor] = {}
+
+    def _log_q(self) -> Tensor:
+        return torch.full((self.train.n_items,), -float(np.log(self.train.n_items)))
+
+    def _positive_mass(self) -> Tensor:
+        """(n_users,) float64 Q(P_u): the probability that one draw is one of u's training positives."""
+        return self.train.degrees().double() / self.train.n_items
+
+    def log_prob(self, device: torch.device | str = "cpu") -> Tensor:
+        """(I,) log Q(j), the probability that one draw is item j before a row's own positives are
+        redrawn (or masked): -log I for every item here. What a logQ-corrected loss subtracts."""
+        key = str(device)
+        if key not in self._log_prob:
+            self._log_prob[key] = self._log_q().to(device)
+        return self._log_prob[key]
+
+    def log_q(self, users: Tensor, items: Tensor, redrawn: bool) -> Tensor:
+        r"""log-probability that one draw for each row is the given item, (P, M) for ``items`` (P, M)
+        and ``users`` (P,): with ``redrawn`` (per-pair negatives, a row's positives drawn again) the
+        proposal restricted to the user's non-positives, :math:`\log Q(j) - \log(1 - Q(P_u))`; else
+        (shared draws, positives masked) :math:`\log Q(j)`."""
+        out = self.log_prob(items.device)[items]
+        if not redrawn:
+            return out
+        key = f"keep:{items.device}"
+        if key not in self._log_prob:  # log(1 - Q(P_u)) per user, once
+            self._log_prob[key] = torch.log1p(-self._positive_mass()).float().to(items.device)
+        return out - self._log_prob[key][users].unsqueeze(1)
 
     def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu",
                       groups: int | None = None, distinct: bool = False) -> Tensor:
@@ -200,6 +229,81 @@ class UniformNegativeSampler:
         # row, so that any fixed columns (a loss's first few) hold a uniform subset of each row
         shift = torch.randint(0, n, (users.numel(), 1), generator=generator, device=users.device)
         return items.gather(1, (torch.randperm(n, generator=generator, device=users.device) + shift) % n)
+
+
+SAMPLERS = ("uniform", "popularity")
+
+
+class PopularityNegativeSampler(UniformNegativeSampler):
+    r"""Negatives drawn with probability :math:`Q(j) \propto c_j^{\alpha}`, :math:`c_j` item j's
+    number of training interactions (``train.sampler=popularity``, ``train.popularity_power`` α;
+    word2vec's 0.75, 1 for proportional, 0 for uniform over the catalogue); a draw that hits one of
+    the row's own training positives is drawn again (per pair) or masked (shared draws), as for
+    uniform negatives. Items without a training interaction are never drawn (α > 0). A loss with
+    a logQ correction reads :meth:`log_prob`.
+
+    Args:
+        train: the training positives per user.
+        power: α >= 0.
+    """
+
+    def __init__(self, train: CSR, power: float = 1.0) -> None:
+        super().__init__(train)
+        if not power >= 0:
+            raise ConfigError(f"train.popularity_power={power} is out of range: use a number >= 0 (1: proportional)")
+        counts = torch.bincount(train.indices, minlength=train.n_items).double()
+        weights = counts.pow(power) if power > 0 else torch.ones_like(counts)
+        self.probs = weights / weights.sum()
+        # a user whose non-positives all have Q = 0 could never be given a negative
+        mass = self._positive_mass()
+        stuck = (mass > 1 - 1e-9).nonzero()
+        if stuck.numel():
+            raise DataError(f"user {int(stuck[0])} has every item of nonzero popularity as a training positive; no "
+                            "popularity-sampled negative can be drawn (lower train.popularity_power to 0 or use "
+                            "train.sampler=uniform)")
+        self._probs32 = self.probs.float()
+
+    def _log_q(self) -> Tensor:
+        return self.probs.log().float()
+
+    def _positive_mass(self) -> Tensor:
+        return torch.zeros(self.train.n_users, dtype=torch.float64).index_add_(
+            0, self.train.row_ids(), self.probs[self.train.indices])
+
+    def _draw(self, count: int, generator: torch.Generator, device: torch.device | str) -> Tensor:
+        probs = self._probs32 if str(device) == "cpu" else self._probs32.to(device)
+        return torch.multinomial(probs, count, replacement=True, generator=generator)
+
+    def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu",
+                      groups: int | None = None, distinct: bool = False) -> Tensor:
+        if distinct:
+            raise ConfigError("train.distinct_negatives=true draws uniformly; with train.sampler=popularity set it "
+                              "to false")
+        shape = (n,) if groups is None else (groups, n)
+        return self._draw(int(np.prod(shape)), generator, device).view(shape)
+
+    def sample(self, users: Tensor, n: int, generator: torch.Generator, distinct: bool = False) -> Tensor:
+        if distinct:
+            raise ConfigError("train.distinct_negatives=true draws uniformly; with train.sampler=popularity set it "
+                              "to false")
+        positives = self.train.on(users.device).dense_rows(users)
+        draws = self._draw(users.numel() * n, generator, users.device).view(users.numel(), n)
+        flat = draws.view(-1)
+        pending = positives.gather(1, draws).view(-1).nonzero().squeeze(1)
+        while pending.numel():
+            fresh = self._draw(pending.numel(), generator, users.device)
+            flat[pending] = fresh
+            pending = pending[positives[pending // n, fresh]]
+        return draws
+
+
+def make_sampler(train: CSR, kind: str = "uniform", popularity_power: float = 1.0) -> UniformNegativeSampler:
+    """The negative sampler ``train.sampler`` names, over the training positives ``train``."""
+    if kind == "uniform":
+        return UniformNegativeSampler(train)
+    if kind == "popularity":
+        return PopularityNegativeSampler(train, popularity_power)
+    raise ConfigError(f"train.sampler={kind} is not a sampler; use {' or '.join(SAMPLERS)}")
 
 
 def _non_positives(positives: Tensor, n: int, generator: torch.Generator) -> Tensor:

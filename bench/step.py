@@ -125,9 +125,16 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
     else:
         scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
         pos, neg = scores[:, 0], scores[:, 1:]
+    pos_log_q = neg_log_q = None
+    if getattr(loss, "uses_log_q", False):
+        if sampler is None:
+            raise ValueError(f"{type(loss).__name__} corrects by the sampler's probabilities: "
+                             "give train_step the sampler")
+        pos_log_q = sampler.log_prob(pos.device)[queries.items]
+        neg_log_q = sampler.log_q(queries.users, negatives, redrawn=draws is None)
     batch = LossBatch(pos=pos, neg=neg, users=queries.users, items=queries.items, negatives=negatives,
                       pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model, neg_valid=valid,
-                      draws=draws)
+                      draws=draws, pos_log_q=pos_log_q, neg_log_q=neg_log_q)
     value = loss(batch)
     # a loss that freezes the backbone for this step (an adversary's epoch) freezes it entirely
     extra = model.extra_loss(queries.users, queries.items) if loss.trains_backbone else None

@@ -140,3 +140,51 @@ def test_distinct_shared_draws_hold_no_item_twice():
         list(range(20))
     with pytest.raises(ConfigError, match=r"draws 21 distinct items, but the catalogue has 20"):
         sampler.sample_shared(21, make_generator("cpu", 0, 0, 6), distinct=True)
+
+
+def _popular():
+    # item counts 4, 3, 2, 1, 0 over five users; Q ∝ count: .4 .3 .2 .1 0
+    pairs = torch.tensor([[0, 0], [1, 0], [2, 0], [3, 0], [0, 1], [1, 1], [2, 1], [3, 2], [4, 2], [4, 3]])
+    return CSR.from_pairs(pairs, 5, 5)
+
+
+def test_popularity_negatives_follow_q_without_the_users_positives():
+    from bench.sampling import PopularityNegativeSampler
+
+    sampler = PopularityNegativeSampler(_popular(), power=1.0)
+    torch.testing.assert_close(sampler.probs, torch.tensor([0.4, 0.3, 0.2, 0.1, 0.0], dtype=torch.float64))
+    users = torch.tensor([0, 4])  # positives {0, 1} and {2, 3}
+    neg = sampler.sample(users, 40000, make_generator("cpu", 0, 0, 0))
+    # user 0 draws from {2, 3} in proportion .2 : .1; user 4 from {0, 1} as .4 : .3; item 4 (no count) never
+    for row, expected in ((0, {2: 2 / 3, 3: 1 / 3}), (1, {0: 4 / 7, 1: 3 / 7})):
+        counts = torch.bincount(neg[row], minlength=5)
+        assert set(counts.nonzero().squeeze(1).tolist()) == set(expected)
+        observed = [int(counts[i]) for i in expected]
+        assert stats.chisquare(observed, [40000 * p for p in expected.values()]).pvalue > 1e-3
+    # the proposal a per-pair draw came from: log Q(j) - log(1 - Q(P_u)); a shared draw's: log Q(j)
+    items = torch.tensor([[2, 3], [0, 1]])
+    torch.testing.assert_close(sampler.log_q(users, items, redrawn=True).exp(),
+                               torch.tensor([[2 / 3, 1 / 3], [4 / 7, 3 / 7]]))
+    torch.testing.assert_close(sampler.log_q(users, items, redrawn=False).exp(), torch.tensor([[0.2, 0.1], [0.4, 0.3]]))
+    shared = sampler.sample_shared(20000, make_generator("cpu", 0, 0, 1))
+    freq = torch.bincount(shared, minlength=5).double() / 20000
+    torch.testing.assert_close(freq, sampler.probs, atol=0.015, rtol=0)
+    # uniform: -log I, and per pair over the user's I - |P_u| non-positives
+    uniform = UniformNegativeSampler(_popular())
+    torch.testing.assert_close(uniform.log_q(users, items, redrawn=True).exp(), torch.full((2, 2), 1 / 3))
+
+
+def test_popularity_sampler_errors():
+    from bench.errors import ConfigError, DataError
+    from bench.sampling import PopularityNegativeSampler, make_sampler
+
+    with pytest.raises(ConfigError, match="train.distinct_negatives=true draws uniformly"):
+        PopularityNegativeSampler(_popular()).sample(torch.tensor([0]), 2, make_generator("cpu", 0, 0, 0),
+                                                     distinct=True)
+    with pytest.raises(ConfigError, match="train.sampler=zipf is not a sampler; use uniform or popularity"):
+        make_sampler(_popular(), "zipf")
+    # user 0 holds every item that has a count: nothing of nonzero probability is left to draw
+    stuck = CSR.from_pairs(torch.tensor([[0, 0], [0, 1], [1, 0]]), 2, 3)
+    with pytest.raises(DataError, match="user 0 has every item of nonzero popularity"):
+        PopularityNegativeSampler(stuck)
+    assert isinstance(PopularityNegativeSampler(stuck, power=0.0), UniformNegativeSampler)  # power 0: all items

@@ -64,6 +64,8 @@ class RecLoss(nn.Module):
         trains_backbone: whether this step trains the backbone; False (AdvInfoNCE's adversarial
             epochs) also leaves out the backbone's own extra term (XSimGCL's contrastive loss),
             so that the backbone gets no gradient at all.
+        uses_log_q: whether the loss reads the sampler's probabilities (``batch.pos_log_q``,
+            ``batch.neg_log_q``: a logQ correction); computed for such losses only.
         alternates_players: whether some parameters get no gradient in some epochs (a min-max
             loss that trains its players in turns); plain DDP refuses that, so such a loss
             needs ``trainer.strategy=ddp_find_unused_parameters_true``.
@@ -71,6 +73,7 @@ class RecLoss(nn.Module):
 
     shares_negatives: bool = True
     trains_backbone: bool = True
+    uses_log_q: bool = False
     alternates_players: bool = False
 
     def __init__(self, n_negatives: int = 1000) -> None:

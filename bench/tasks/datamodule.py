@@ -14,7 +14,7 @@ from bench.contracts import TrainData
 from bench.datasets.base import CSR
 from bench.datasets.splits import RankingSplits
 from bench.evaluation import DEFAULT_KS, FullRankingEvaluator
-from bench.sampling import IndexedPairs, PairBatchSampler, UniformNegativeSampler
+from bench.sampling import IndexedPairs, PairBatchSampler, make_sampler
 
 if TYPE_CHECKING:
     from bench.datasets.sequences import Sequences
@@ -71,13 +71,16 @@ class RankingDataModule(EvaluatedDataModule):
             interacted with (``eval.sampled_negatives``; the biased protocol of older papers,
             :mod:`bench.evaluation.sampled`); test only, None = off.
         sampled_seed: the seed of that draw (``eval.sampled_seed``).
+        sampler, popularity_power: the negative sampler (``train.sampler``: uniform or popularity,
+            :func:`bench.sampling.make_sampler`).
     """
 
     def __init__(self, splits: RankingSplits, seed: int, batch_size: int = 1024, ks: Sequence[int] = DEFAULT_KS,
                  max_scores: int = 1 << 24, exclude: tuple[CSR, ...] = (), train_rows: Tensor | None = None,
                  n_pairs: int | None = None, node_features: Tensor | None = None,
                  sequences: Sequences | None = None, ties: str = "expected", test_masks_valid: bool = True,
-                 per_edge: bool = False, sampled_negatives: int | None = None, sampled_seed: int = 0) -> None:
+                 per_edge: bool = False, sampled_negatives: int | None = None, sampled_seed: int = 0,
+                 sampler: str = "uniform", popularity_power: float = 1.0) -> None:
         super().__init__()
         self.splits = splits
         self.graph = per_edge  # link prediction: users and items are the same nodes
@@ -95,7 +98,7 @@ class RankingDataModule(EvaluatedDataModule):
         self.test_evaluator = FullRankingEvaluator(splits.test, test_masks, ks, max_scores, ties, per_edge=per_edge,
                                                    sampled_negatives=sampled_negatives, sampled_seed=sampled_seed,
                                                    seen=(splits.valid,))
-        self.sampler = UniformNegativeSampler(splits.train)
+        self.sampler = make_sampler(splits.train, sampler, popularity_power)
 
     def summary(self) -> dict:
         """What results.json records under ``data``."""
