@@ -123,12 +123,12 @@ class XSimGCL(LightGCN):
             return None
         final, view = self._views
         self._views = None
-        loss = _info_nce(final[users], view[users], self.cl_tau)
-        loss = loss + _info_nce(final[self.n_users + items], view[self.n_users + items], self.cl_tau)
+        loss = info_nce(final[users], view[users], self.cl_tau)
+        loss = loss + info_nce(final[self.n_users + items], view[self.n_users + items], self.cl_tau)
         return self.cl_weight * loss
 
 
-def _info_nce(a: Tensor, b: Tensor, tau: float) -> Tensor:
-    """Mean over rows of -log softmax_k(a_r . b_k / tau)[r], rows L2-normalised."""
+def info_nce(a: Tensor, b: Tensor, tau: float) -> Tensor:
+    """(R, d) views a, b -> scalar mean over rows of -log softmax_k(a_r . b_k / tau)[r], rows L2-normalised."""
     logits = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T / tau
     return F.cross_entropy(logits, torch.arange(a.shape[0], device=a.device))
