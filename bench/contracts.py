@@ -260,6 +260,10 @@ class LossBatch:
         neg_log_q: (P, N) log-probability that one draw for the row is that negative: per-pair
             draws are restricted to the user's non-positives, so log Q(j) - log(1 - Q(P_u)); shared
             draws log Q(j) (a row's positives masked). Only with ``uses_log_q``.
+        queries: the encoded batch (query vectors and the item table, with gradient), for a loss
+            that picks its own candidates from the catalogue (SCE).
+        generator: the step's random stream (keyed by run seed, epoch and batch, after the
+            negatives were drawn), for a loss's own randomness: the same in a resumed run.
     """
 
     pos: Tensor
@@ -274,6 +278,8 @@ class LossBatch:
     draws: Tensor | None = None
     pos_log_q: Tensor | None = None
     neg_log_q: Tensor | None = None
+    queries: Queries | None = None
+    generator: torch.Generator | None = None
 
     def require(self, name: str) -> Any:
         """The field ``name``; a clear error when the batch was built without it (losses

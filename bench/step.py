@@ -134,7 +134,7 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
         neg_log_q = sampler.log_q(queries.users, negatives, redrawn=draws is None)
     batch = LossBatch(pos=pos, neg=neg, users=queries.users, items=queries.items, negatives=negatives,
                       pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model, neg_valid=valid,
-                      draws=draws, pos_log_q=pos_log_q, neg_log_q=neg_log_q)
+                      draws=draws, pos_log_q=pos_log_q, neg_log_q=neg_log_q, queries=queries, generator=generator)
     value = loss(batch)
     # a loss that freezes the backbone for this step (an adversary's epoch) freezes it entirely
     extra = model.extra_loss(queries.users, queries.items) if loss.trains_backbone else None

@@ -13,7 +13,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "NDCG surrogates": ("guidedrec", "songk", "song", "lambdarank", "lambdaloss", "lambdalossk", "approxndcg",
                         "neuralndcg"),
     "partial AUC": ("llpauc",),
-    "softmax family": ("sl", "advinfonce", "bsl", "psl", "sogclr", "listnet", "listmle", "logq", "logq_corrected"),
+    "softmax family": ("sl", "advinfonce", "bsl", "psl", "sogclr", "listnet", "listmle", "logq", "logq_corrected",
+                       "sce"),
     "top-K": ("slk", "talos"),
 }
 
@@ -25,7 +26,7 @@ PAPER_NAMES: dict[str, str] = {
     "sogclr": "SogCLR", "listnet": "ListNet", "listmle": "ListMLE", "slk": "SL@K",
     # newer than the paper (issue 46)
     "gbce": "gBCE", "ccl": "CCL", "simce": "SimCE", "logq": "SSM-logQ", "logq_corrected": "SSM-logQ (corrected)",
-    "talos": "Talos@K",
+    "talos": "Talos@K", "sce": "SCE",
 }
 
 _ORDER = {loss: i for i, loss in enumerate(loss for members in FAMILIES.values() for loss in members)}

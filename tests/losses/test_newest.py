@@ -243,3 +243,57 @@ def test_a_talos_run_trains(make_cfg, tiny, tmp_path):
     cfg = make_cfg([*tiny, "loss=talos", "loss.n_negatives=20", "trainer.max_epochs=2"], tmp_path)
     res = train_and_test(cfg)
     assert res.status == "completed" and res.test["ndcg@20"] > 0
+
+
+def _queries(p=6, n_items=9, d=4, cosine=False, seed=5):
+    from bench.contracts import Queries
+
+    g = torch.Generator().manual_seed(seed)
+    vectors = torch.randn(p, d, generator=g, dtype=torch.float64, requires_grad=True)
+    table = torch.randn(n_items, d, generator=g, dtype=torch.float64, requires_grad=True)
+    items = torch.randint(0, n_items, (p,), generator=g)
+    queries = Queries(users=torch.arange(p), items=items, pair_ids=torch.arange(p), vectors=vectors, item_emb=table,
+                      cosine=cosine)
+    return queries, queries.score(items[:, None])[:, 0]
+
+
+def test_sce_with_one_bucket_holding_everything_is_the_full_cross_entropy():
+    from bench.losses.sce import sce_loss
+
+    queries, pos = _queries()
+    got = sce_loss(queries, pos, n_buckets=1, bucket_size_x=6, bucket_size_y=9, generator=torch.Generator())
+    full = queries.vectors @ queries.item_emb.T
+    torch.testing.assert_close(got, F.cross_entropy(full, queries.items))
+
+
+def _sce_reference(queries, pos, n_b, bx, by, tau, generator):
+    """The four steps written out, one bucket and one position at a time."""
+    x, w, d = queries.vectors, queries.item_emb, queries.vectors.shape[1]
+    centres = torch.randn(n_b, d, generator=generator, dtype=x.dtype) * d ** -0.25
+    worst = {}
+    for b in range(n_b):
+        rows = sorted(range(x.shape[0]), key=lambda r: -float(centres[b] @ x[r]))[:bx]
+        cands = sorted(range(w.shape[0]), key=lambda j: -float(centres[b] @ w[j]))[:by]
+        for r in rows:
+            logits = [float(pos[r]) / tau] + [float(x[r] @ w[j]) / tau for j in cands if j != int(queries.items[r])]
+            value = float(torch.logsumexp(torch.tensor(logits), 0)) - float(pos[r]) / tau
+            worst[r] = max(worst.get(r, -math.inf), value)
+    return sum(worst.values()) / len(worst)
+
+
+def test_sce_equals_its_steps_written_out():
+    from bench.losses.sce import sce_loss
+
+    queries, pos = _queries(p=10, n_items=15, d=5)
+    got = sce_loss(queries, pos, 3, 4, 5, tau=0.7, generator=torch.Generator().manual_seed(9))
+    assert float(got) == pytest.approx(_sce_reference(queries, pos, 3, 4, 5, 0.7, torch.Generator().manual_seed(9)))
+    got.backward()  # the gradient reaches the query vectors and the chosen items' rows only
+    assert queries.vectors.grad is not None and torch.isfinite(queries.item_emb.grad).all()
+
+
+def test_a_sce_run_trains(make_cfg, tiny, tmp_path):
+    from bench.run import train_and_test
+
+    cfg = make_cfg([*tiny, "loss=sce", "loss.bucket_size_y=16", "trainer.max_epochs=2"], tmp_path)
+    res = train_and_test(cfg)
+    assert res.status == "completed" and res.test["ndcg@20"] > 0
