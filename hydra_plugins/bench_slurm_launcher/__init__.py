@@ -68,10 +68,11 @@ if SlurmLauncher is not None:
             from bench.records.layout import CHECKPOINT_DIR
             from bench.resumable import override_value
 
-            folder = Path(HydraConfig.get().runtime.output_dir)
-            if (folder / CHECKPOINT_DIR / "last.ckpt").is_file():
+            # a signal before the job has set up its run (no Hydra config yet) requeues it as it was
+            folder = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
+            if folder is not None and (folder / CHECKPOINT_DIR / "last.ckpt").is_file():
                 log.warning("time limit or preemption: requeued to resume %s from its last checkpoint", folder)
                 sweep_overrides = [f"resume={override_value(folder)}"]
             else:
-                log.warning("time limit or preemption before a first checkpoint: requeued to start %s again", folder)
+                log.warning("time limit or preemption before a first checkpoint: requeued to start again")
             return submitit.helpers.DelayedSubmission(self, sweep_overrides, *args, **kwargs)
