@@ -261,7 +261,7 @@ class PopularityNegativeSampler(UniformNegativeSampler):
             raise DataError(f"user {int(stuck[0])} has every item of nonzero popularity as a training positive; no "
                             "popularity-sampled negative can be drawn (lower train.popularity_power to 0 or use "
                             "train.sampler=uniform)")
-        self._probs32 = self.probs.float()
+        self._accept, self._alias = alias_table(self.probs)
 
     def _log_q(self) -> Tensor:
         return self.probs.log().float()
@@ -271,8 +271,13 @@ class PopularityNegativeSampler(UniformNegativeSampler):
             0, self.train.row_ids(), self.probs[self.train.indices])
 
     def _draw(self, count: int, generator: torch.Generator, device: torch.device | str) -> Tensor:
-        probs = self._probs32 if str(device) == "cpu" else self._probs32.to(device)
-        return torch.multinomial(probs, count, replacement=True, generator=generator)
+        """``count`` i.i.d. items from Q by the alias method: a uniform column, kept with its acceptance
+        probability, else its alias (two uniform draws per item; ~8x faster than ``torch.multinomial``)."""
+        if str(device) != str(self._accept.device):
+            self._accept, self._alias = self._accept.to(device), self._alias.to(device)
+        column = torch.randint(0, self.train.n_items, (count,), generator=generator, device=device)
+        keep = torch.rand(count, generator=generator, device=device, dtype=torch.float64) < self._accept[column]
+        return torch.where(keep, column, self._alias[column])
 
     def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu",
                       groups: int | None = None, distinct: bool = False) -> Tensor:
@@ -295,6 +300,24 @@ class PopularityNegativeSampler(UniformNegativeSampler):
             flat[pending] = fresh
             pending = pending[positives[pending // n, fresh]]
         return draws
+
+
+def alias_table(probs: Tensor) -> tuple[Tensor, Tensor]:
+    """Walker's alias table of a distribution (Vose's construction): (acceptance (I,) float64, alias (I,)
+    int64), so that column k drawn uniformly, kept with probability ``acceptance[k]`` and otherwise
+    replaced by ``alias[k]``, is item j with probability ``probs[j]``."""
+    n = probs.numel()
+    scaled = (probs.double() / probs.double().sum() * n).tolist()
+    accept, alias = [1.0] * n, list(range(n))
+    small = [i for i, q in enumerate(scaled) if q < 1.0]
+    large = [i for i, q in enumerate(scaled) if q >= 1.0]
+    while small and large:
+        s, g = small.pop(), large.pop()
+        accept[s], alias[s] = scaled[s], g
+        scaled[g] -= 1.0 - scaled[s]
+        (small if scaled[g] < 1.0 else large).append(g)
+    # what is left is 1 up to rounding: always kept
+    return torch.tensor(accept, dtype=torch.float64), torch.tensor(alias, dtype=torch.int64)
 
 
 def make_sampler(train: CSR, kind: str = "uniform", popularity_power: float = 1.0) -> UniformNegativeSampler:

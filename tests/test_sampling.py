@@ -188,3 +188,18 @@ def test_popularity_sampler_errors():
     with pytest.raises(DataError, match="user 0 has every item of nonzero popularity"):
         PopularityNegativeSampler(stuck)
     assert isinstance(PopularityNegativeSampler(stuck, power=0.0), UniformNegativeSampler)  # power 0: all items
+
+
+def test_the_alias_table_implies_exactly_the_distribution():
+    from bench.sampling import alias_table
+
+    g = torch.Generator().manual_seed(3)
+    probs = torch.rand(5000, generator=g, dtype=torch.float64)
+    probs[::7] = 0.0  # items never drawn
+    probs /= probs.sum()
+    accept, alias = alias_table(probs)
+    # column k (probability 1/I) gives k with probability accept[k], else alias[k]
+    implied = torch.zeros_like(probs).index_add_(0, torch.arange(5000), accept / 5000)
+    implied.index_add_(0, alias, (1 - accept) / 5000)
+    torch.testing.assert_close(implied, probs, atol=1e-15, rtol=0)
+    assert bool((accept[::7] == 0).all())
