@@ -257,9 +257,12 @@ class LossBatch:
         pos_log_q: (P,) log Q(i) of each positive under the sampler that drew the negatives (one
             draw's probability of item i: -log I when uniform, ``train.sampler=popularity``
             otherwise); only for a loss with ``uses_log_q`` (a logQ correction), else None.
-        neg_log_q: (P, N) log-probability that one draw for the row is that negative: per-pair
-            draws are restricted to the user's non-positives, so log Q(j) - log(1 - Q(P_u)); shared
-            draws log Q(j) (a row's positives masked). Only with ``uses_log_q``.
+        neg_log_q: (P, N) log Q(j) of each negative (the same proposal as ``pos_log_q``). Only with
+            ``uses_log_q``.
+        log_q_kept: (P,) what the draw of a row's negatives was restricted to: per-pair draws redraw
+            the user's training positives, so each negative's actual proposal is
+            Q(j) / (1 - Q(P_u)), and this is log(1 - Q(P_u)); 0 for shared draws (positives masked,
+            the proposal is Q itself). Only with ``uses_log_q``.
         queries: the encoded batch (query vectors and the item table, with gradient), for a loss
             that picks its own candidates from the catalogue (SCE).
         generator: the step's random stream (keyed by run seed, epoch and batch, after the
@@ -278,6 +281,7 @@ class LossBatch:
     draws: Tensor | None = None
     pos_log_q: Tensor | None = None
     neg_log_q: Tensor | None = None
+    log_q_kept: Tensor | None = None
     queries: Queries | None = None
     generator: torch.Generator | None = None
 

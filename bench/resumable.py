@@ -29,7 +29,7 @@ def finish_run(folder: Path, overrides: Sequence[str], log: Path | None = None,
     """
     res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
     same = res is not None and _settings(res.job_overrides) == _settings(overrides)
-    if same and res is not None and res.status == COMPLETED:
+    if holds_completed(folder, overrides):
         return "kept"
     if same and (folder / CHECKPOINT_DIR / "last.ckpt").exists():
         cmd, action = [sys.executable, "-m", "bench", f"resume={override_value(folder)}"], "resumed"
@@ -50,6 +50,15 @@ def finish_run(folder: Path, overrides: Sequence[str], log: Path | None = None,
         print(f"! {folder}: the run exited with status {done.returncode} before writing {RESULTS_FILE}; "
               f"its error is {'above' if log is None else f'in {log}'}", flush=True)
     return action
+
+
+def holds_completed(folder: Path, overrides: Sequence[str]) -> bool:
+    """Whether ``folder`` holds a completed run of ``overrides`` (the settings that make it, not where it
+    wrote or whether it might overwrite)."""
+    if not (folder / RESULTS_FILE).exists():
+        return False
+    res = RunResult.read(folder)
+    return res.status == COMPLETED and _settings(res.job_overrides) == _settings(overrides)
 
 
 def finish_recorded(folder: Path, overrides: Sequence[str], ledger: Path, one_setting: bool = True,

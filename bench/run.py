@@ -146,15 +146,20 @@ def _check_model_fits_task(model_name: str, task_name: str) -> None:
                           f"{', '.join(fitting)}")
 
 
+def build_task(cfg: DictConfig) -> Any:
+    """The task object of ``cfg.task`` (its ``recipe``, the task's defaults for other groups' keys such as
+    ``eval.ks`` or ``train.negatives``, is read there, not by the task)."""
+    spec = cast(dict, OmegaConf.to_container(cfg.task, resolve=True))
+    return instantiate({k: v for k, v in spec.items() if k != "recipe"})
+
+
 def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataModule:
     """The task's data module for the configured data set."""
     # noise is a setting of the data, applied by the task to its training split only
     ratio, noise_seed = cfg.dataset.get("noise_ratio", 0.0), cfg.dataset.get("noise_seed", 0)
     check_noise(ratio, noise_seed)
     data = load_dataset(cfg.dataset)
-    # recipe: the task's defaults for other groups' keys (eval.ks, train.negatives, ...), read there
-    spec = cast(dict, OmegaConf.to_container(cfg.task, resolve=True))
-    task = instantiate({k: v for k, v in spec.items() if k != "recipe"})
+    task = build_task(cfg)
     _check_model_fits_task(cfg.model.name, task.name)
     if ratio and task.name != "cf":
         raise ConfigError(f"dataset.noise_ratio={ratio} flips user-item pairs, which only task=cf has; "

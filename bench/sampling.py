@@ -133,18 +133,13 @@ class UniformNegativeSampler:
             self._log_prob[key] = self._log_q().to(device)
         return self._log_prob[key]
 
-    def log_q(self, users: Tensor, items: Tensor, redrawn: bool) -> Tensor:
-        r"""log-probability that one draw for each row is the given item, (P, M) for ``items`` (P, M)
-        and ``users`` (P,): with ``redrawn`` (per-pair negatives, a row's positives drawn again) the
-        proposal restricted to the user's non-positives, :math:`\log Q(j) - \log(1 - Q(P_u))`; else
-        (shared draws, positives masked) :math:`\log Q(j)`."""
-        out = self.log_prob(items.device)[items]
-        if not redrawn:
-            return out
-        key = f"keep:{items.device}"
-        if key not in self._log_prob:  # log(1 - Q(P_u)) per user, once
-            self._log_prob[key] = torch.log1p(-self._positive_mass()).float().to(items.device)
-        return out - self._log_prob[key][users].unsqueeze(1)
+    def log_kept(self, users: Tensor) -> Tensor:
+        """(P,) log(1 - Q(P_u)): the share of Q a per-pair draw for user u is restricted to (its training
+        positives are drawn again), so that a drawn negative's actual proposal is Q(j) / (1 - Q(P_u))."""
+        key = f"keep:{users.device}"
+        if key not in self._log_prob:  # once per device
+            self._log_prob[key] = torch.log1p(-self._positive_mass()).float().to(users.device)
+        return self._log_prob[key][users]
 
     def sample_shared(self, n: int, generator: torch.Generator, device: torch.device | str = "cpu",
                       groups: int | None = None, distinct: bool = False) -> Tensor:
@@ -232,6 +227,8 @@ class UniformNegativeSampler:
 
 
 SAMPLERS = ("uniform", "popularity")
+#: rounds of redrawing a popularity draw that hit a row's positive before drawing the rest exactly
+MAX_REDRAWS = 32
 
 
 class PopularityNegativeSampler(UniformNegativeSampler):
@@ -295,10 +292,17 @@ class PopularityNegativeSampler(UniformNegativeSampler):
         draws = self._draw(users.numel() * n, generator, users.device).view(users.numel(), n)
         flat = draws.view(-1)
         pending = positives.gather(1, draws).view(-1).nonzero().squeeze(1)
-        while pending.numel():
+        for _ in range(MAX_REDRAWS):
+            if not pending.numel():
+                return draws
             fresh = self._draw(pending.numel(), generator, users.device)
             flat[pending] = fresh
             pending = pending[positives[pending // n, fresh]]
+        # a user whose positives hold most of Q (rare): the rest drawn from Q restricted to its non-positives
+        for row in (pending // n).unique().tolist():
+            at = pending[pending // n == row]
+            probs = self.probs.to(users.device).masked_fill(positives[row], 0.0)
+            flat[at] = torch.multinomial(probs, at.numel(), replacement=True, generator=generator)
         return draws
 
 

@@ -125,16 +125,18 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
     else:
         scores = queries.score(torch.cat([queries.items.unsqueeze(1), negatives], dim=1))
         pos, neg = scores[:, 0], scores[:, 1:]
-    pos_log_q = neg_log_q = None
+    pos_log_q = neg_log_q = log_q_kept = None
     if getattr(loss, "uses_log_q", False):
         if sampler is None:
             raise ValueError(f"{type(loss).__name__} corrects by the sampler's probabilities: "
                              "give train_step the sampler")
-        pos_log_q = sampler.log_prob(pos.device)[queries.items]
-        neg_log_q = sampler.log_q(queries.users, negatives, redrawn=draws is None)
+        log_q = sampler.log_prob(pos.device)
+        pos_log_q, neg_log_q = log_q[queries.items], log_q[negatives]
+        log_q_kept = sampler.log_kept(queries.users) if draws is None else torch.zeros_like(pos_log_q)
     batch = LossBatch(pos=pos, neg=neg, users=queries.users, items=queries.items, negatives=negatives,
                       pair_ids=queries.pair_ids, full_scores=queries.full_rows, scorer=model, neg_valid=valid,
-                      draws=draws, pos_log_q=pos_log_q, neg_log_q=neg_log_q, queries=queries, generator=generator)
+                      draws=draws, pos_log_q=pos_log_q, neg_log_q=neg_log_q, log_q_kept=log_q_kept,
+                      queries=queries, generator=generator)
     value = loss(batch)
     # a loss that freezes the backbone for this step (an adversary's epoch) freezes it entirely
     extra = model.extra_loss(queries.users, queries.items) if loss.trains_backbone else None

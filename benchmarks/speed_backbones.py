@@ -27,6 +27,7 @@ from bench.datasets import IRBenchmark, load_dataset, split_validation
 from bench.losses import build as build_loss
 from bench.models import MODELS
 from bench.models.sasrec import UniformMaskDropout
+from bench.run import build_task
 from bench.sampling import negatives_generator
 from bench.step import optimise
 from bench.tasks import RankingDataModule, RankingModule
@@ -110,7 +111,7 @@ def main() -> None:
             order = torch.randperm(seq_data.test.shape[0], generator=gen).double()
             seq_data.test_timestamps = seq_data.train.shape[0] + order
             note = " (no timestamps in this data set: random order, timing only)"
-        seq_dm = instantiate(cfg.task).datamodule(seq_data, seed=0)
+        seq_dm = build_task(cfg).datamodule(seq_data, seed=0)
         model = instantiate(cfg.model, n_users=seq_dm.splits.n_users, n_items=seq_dm.splits.n_items)
         module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed=0,
                                negatives=str(cfg.train.get("negatives", "per_pair")),

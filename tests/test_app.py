@@ -49,8 +49,9 @@ def test_unknown_option_lists_the_available_ones(tmp_path, run_cli):
 def test_user_errors_are_one_line(tmp_path, tiny_cli, run_cli):
     proc = run_cli([*tiny_cli, "loss.name=sll"], cwd=tmp_path)
     assert proc.returncode == 2
-    known = ("advinfonce, approxndcg, bce, bpr, bsl, guidedrec, lambdaloss, lambdalossk, lambdarank, listmle, listnet, "
-             "llpauc, neuralndcg, psl, ranknet, sl, slk, sogclr, song, songk")
+    known = ("advinfonce, approxndcg, bce, bpr, bsl, ccl, gbce, guidedrec, lambdaloss, lambdalossk, lambdarank, "
+             "listmle, listnet, llpauc, logq, logq_corrected, neuralndcg, psl, ranknet, sce, simce, sl, slk, sogclr, "
+             "song, songk, talos")
     assert f"error: unknown loss 'sll' (did you mean 'sl'?); known: {known}" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli(["dataset=custom", "logger=none"], cwd=tmp_path)

@@ -161,17 +161,18 @@ def test_popularity_negatives_follow_q_without_the_users_positives():
         assert set(counts.nonzero().squeeze(1).tolist()) == set(expected)
         observed = [int(counts[i]) for i in expected]
         assert stats.chisquare(observed, [40000 * p for p in expected.values()]).pvalue > 1e-3
-    # the proposal a per-pair draw came from: log Q(j) - log(1 - Q(P_u)); a shared draw's: log Q(j)
+    # the proposal a per-pair draw came from: Q(j) / (1 - Q(P_u)); the kept share 1 - Q(P_u) is .3 and .7
     items = torch.tensor([[2, 3], [0, 1]])
-    torch.testing.assert_close(sampler.log_q(users, items, redrawn=True).exp(),
+    torch.testing.assert_close((sampler.log_prob()[items] - sampler.log_kept(users)[:, None]).exp(),
                                torch.tensor([[2 / 3, 1 / 3], [4 / 7, 3 / 7]]))
-    torch.testing.assert_close(sampler.log_q(users, items, redrawn=False).exp(), torch.tensor([[0.2, 0.1], [0.4, 0.3]]))
+    torch.testing.assert_close(sampler.log_prob()[items].exp(), torch.tensor([[0.2, 0.1], [0.4, 0.3]]))
     shared = sampler.sample_shared(20000, make_generator("cpu", 0, 0, 1))
     freq = torch.bincount(shared, minlength=5).double() / 20000
     torch.testing.assert_close(freq, sampler.probs, atol=0.015, rtol=0)
     # uniform: -log I, and per pair over the user's I - |P_u| non-positives
     uniform = UniformNegativeSampler(_popular())
-    torch.testing.assert_close(uniform.log_q(users, items, redrawn=True).exp(), torch.full((2, 2), 1 / 3))
+    torch.testing.assert_close(uniform.log_prob().exp(), torch.full((5,), 1 / 5))
+    torch.testing.assert_close(uniform.log_kept(users).exp(), torch.full((2,), 3 / 5))
 
 
 def test_popularity_sampler_errors():
@@ -203,3 +204,19 @@ def test_the_alias_table_implies_exactly_the_distribution():
     implied.index_add_(0, alias, (1 - accept) / 5000)
     torch.testing.assert_close(implied, probs, atol=1e-15, rtol=0)
     assert bool((accept[::7] == 0).all())
+
+
+def test_a_user_holding_almost_all_of_q_still_gets_its_negatives_exactly():
+    from bench.sampling import PopularityNegativeSampler
+
+    # items 0-2 are popular (2000, 900, 900 other users), items 3 and 4 have one user each; user 0 holds items 0-2
+    # (Q(P_0) = 0.9995: a redraw hits a non-positive once in 2,000)
+    counts = [2000, 900, 900, 1, 1]
+    pairs = [[u, i] for i, c in enumerate(counts) for u in range(1, c + 1)] + [[0, 0], [0, 1], [0, 2]]
+    pairs = [p for p in pairs if p != [1, 4]] + [[2, 4]]  # user 1 would hold all five items
+    train = CSR.from_pairs(torch.tensor(pairs), 2001, 5)
+    sampler = PopularityNegativeSampler(train, power=1.0)
+    neg = sampler.sample(torch.tensor([0]), 2000, make_generator("cpu", 0, 0, 0))
+    assert set(neg.unique().tolist()) == {3, 4}  # never a positive, after the redraw rounds run out
+    counts34 = torch.bincount(neg[0], minlength=5)[3:]
+    assert stats.chisquare(counts34.tolist()).pvalue > 1e-3  # 3 and 4 equally likely

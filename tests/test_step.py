@@ -257,3 +257,23 @@ def test_distinct_negatives_reach_the_step_and_a_run(data, tiny, make_cfg, tmp_p
     assert runs[1].config["train"]["distinct_negatives"] is True and runs[0].test != runs[1].test
     with pytest.raises(ConfigError, match=r"train\.distinct_negatives=1 is out of range: use true or false"):
         train_and_test(make_cfg([*tiny, "train.distinct_negatives=1"], tmp_path / "bad"))
+
+
+@pytest.mark.parametrize("mode", ["per_pair", "shared"])
+def test_logq_with_the_uniform_sampler_is_infonce_in_a_real_step(data, mode):
+    # the step's own log Q (global, the same for positive and negatives): a constant under uniform draws
+    rows = _rows(data)
+    sampler = UniformNegativeSampler(data.train)
+    values = []
+    for loss in (build_loss("logq", tau=0.5, n_negatives=6), build_loss("sl", tau=0.5, self_term=True, n_negatives=6)):
+        torch.manual_seed(0)
+        out = train_step(MF(30, 40, dim=8), loss, rows, sampler=sampler, generator=make_generator("cpu", 0, 0, 0, 2),
+                         mode=mode)
+        values.append(out.loss.item())
+    assert values[0] == pytest.approx(values[1], rel=1e-6)
+    torch.manual_seed(0)
+    batch = train_step(MF(30, 40, dim=8), build_loss("logq_corrected", n_negatives=6), rows, sampler=sampler,
+                       generator=make_generator("cpu", 0, 0, 0, 2), mode=mode).batch
+    # per pair: each negative's proposal is uniform over the user's I - |P_u| non-positives
+    kept = torch.log(torch.tensor(35 / 40)) if mode == "per_pair" else torch.tensor(0.0)
+    torch.testing.assert_close(batch.log_q_kept, kept.expand(rows.shape[0]))

@@ -25,8 +25,11 @@ With scores :math:`s` and temperature :math:`\tau`, :math:`z_j = s_{uj}/\tau`:
   negatives (per-pair draws redraw all of the user's training positives, so
   :math:`Q'(j) = Q(j)/(1 - Q(P_u))`; shared draws mask them, Q' = Q).
 
-With uniform negatives :math:`\log Q` is a constant: ``logq`` with the positive corrected is then
-InfoNCE (``loss=sl loss.self_term=true``) exactly.
+``logq`` corrects by the global Q, as Yi et al. and TensorFlow do (per-user renormalisation would
+shift a user's negatives against its positive). With uniform negatives :math:`\log Q` is then a
+constant and ``logq`` with the positive corrected is InfoNCE (``loss=sl loss.self_term=true``)
+exactly. A row left without a valid negative (every shared draw one of its positives) has nothing
+to contrast and contributes 0.
 """
 
 from __future__ import annotations
@@ -58,17 +61,22 @@ def logq_terms(pos: Tensor, neg: Tensor, pos_log_q: Tensor, neg_log_q: Tensor, t
     """
     zi = pos / tau - (pos_log_q if correct_positive else 0.0)
     zj = neg / tau - neg_log_q
-    if valid is not None:
-        zj = torch.where(valid, zj, torch.full_like(zj, float("-inf")))
-    return torch.logaddexp(zi, logsumexp_negatives(zj, valid)) - zi
+    if valid is None:
+        return torch.logaddexp(zi, torch.logsumexp(zj, 1)) - zi
+    zj = torch.where(valid, zj, torch.full_like(zj, float("-inf")))
+    terms = torch.logaddexp(zi, logsumexp_negatives(zj, valid)) - zi
+    return torch.where(valid.any(1), terms, torch.zeros_like(terms))
 
 
 def logq_corrected_terms(pos: Tensor, neg: Tensor, neg_log_q: Tensor, tau: float,
-                         valid: Tensor | None = None) -> Tensor:
+                         valid: Tensor | None = None, log_q_kept: Tensor | None = None) -> Tensor:
     """(B,) per-pair corrected logQ loss (Khrylchenko et al. 2025; see the module): the weight
-    1 - p̂ carries no gradient."""
+    1 - p̂ carries no gradient. ``log_q_kept`` (B,): log(1 - Q(P_u)) of per-pair draws, which makes
+    log Q'(j) = log Q(j) - log(1 - Q(P_u)) the proposal that drew them (None: Q' = Q)."""
     zi = pos / tau
     zj = neg / tau - neg_log_q
+    if log_q_kept is not None:
+        zj = zj + log_q_kept.unsqueeze(1)
     if valid is not None:
         zj = torch.where(valid, zj, torch.full_like(zj, float("-inf")))
     lse = logsumexp_negatives(zj, valid)
@@ -120,5 +128,5 @@ class CorrectedLogQSoftmax(RecLoss):
         self.tau = _checked_tau(tau)
 
     def forward(self, batch: LossBatch) -> Tensor:
-        return logq_corrected_terms(batch.pos, batch.neg, batch.require("neg_log_q"), self.tau,
-                                    batch.neg_valid).mean()
+        return logq_corrected_terms(batch.pos, batch.neg, batch.require("neg_log_q"), self.tau, batch.neg_valid,
+                                    batch.require("log_q_kept")).mean()

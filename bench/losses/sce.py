@@ -97,9 +97,11 @@ class SCE(RecLoss):
         super().__init__(n_negatives=n_negatives)
         for name, value in (("n_buckets", n_buckets), ("bucket_size_x", bucket_size_x),
                             ("bucket_size_y", bucket_size_y)):
-            if value is not None and int(value) < 1:
-                raise ConfigError(f"loss.{name} must be an integer >= 1 (or null for n_buckets, bucket_size_x), "
-                                  f"got {value}")
+            # b_y >= 2: a bucket's items are distinct, so a position keeps at least one after its own is masked
+            least = 2 if name == "bucket_size_y" else 1
+            if value is not None and int(value) < least:
+                raise ConfigError(f"loss.{name} must be an integer >= {least} (or null for n_buckets, "
+                                  f"bucket_size_x), got {value}")
         if tau <= 0:
             raise ConfigError(f"loss.tau must be > 0, got {tau}")
         self.n_buckets = None if n_buckets is None else int(n_buckets)

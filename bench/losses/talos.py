@@ -55,7 +55,9 @@ def talos_terms(pos: Tensor, neg: Tensor, beta: Tensor, tau: float, valid: Tenso
     them here: pass them detached)."""
     log_pos = F.logsigmoid(pos - beta) / tau
     log_neg = F.logsigmoid(neg - beta.unsqueeze(1)) / tau  # -inf (masked) stays -inf
-    return logsumexp_negatives(log_neg, valid) - log_pos
+    terms = logsumexp_negatives(log_neg, valid) - log_pos
+    # a row left without a valid negative (every shared draw one of its positives) has no ratio: 0
+    return terms if valid is None else torch.where(valid.any(1), terms, torch.zeros_like(terms))
 
 
 def quantile_terms(pos_scores: Tensor, pos_mask: Tensor, neg: Tensor, beta: Tensor, k: int, n_items: int,

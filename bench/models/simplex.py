@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from bench.contracts import TrainData
+from bench.contracts import Queries, TrainData, take_rows
 from bench.errors import ConfigError
 from bench.models.mf import MF
 from bench.models.registry import MODELS
@@ -19,7 +19,8 @@ class SimpleX(MF):
         h_u = g\,e_u + (1-g)\,V\,\frac{1}{|H_u|}\sum_{j \in H_u} e_j,
 
     :math:`H_u` the user's training items, V a d × d linear map without bias; dropout on
-    :math:`h_u` in training. Scores f(h_u, e_i) (cosine in the authors' configs).
+    :math:`h_u` where the loss scores it in training (not in scorer calls such as SL@K's threshold
+    refresh). Scores f(h_u, e_i) (cosine in the authors' configs).
 
     Args:
         n_users, n_items, dim, score, init, init_std: as :class:`~bench.models.mf.MF`.
@@ -51,5 +52,13 @@ class SimpleX(MF):
             raise RuntimeError("bind() the model to the training data first")
         items = self.item_emb.weight
         mean = torch.sparse.mm(self.history, items)
-        users = self.gamma * self.user_emb.weight + (1 - self.gamma) * self.history_map(mean)
-        return self.dropout(users), items
+        return self.gamma * self.user_emb.weight + (1 - self.gamma) * self.history_map(mean), items
+
+    def encode(self, rows: Tensor) -> Queries:
+        # dropout on the loss's user vectors only: scorer calls in training (threshold estimators, a loss's
+        # own scores of other items) see the undropped model, as evaluation does
+        users, items, pair_ids = rows[:, 0], rows[:, 1], rows[:, 2]
+        user_emb, item_emb = self.embeddings()
+        vectors = self.dropout(take_rows(user_emb, users))  # the identity outside training
+        return Queries(users=users, items=items, pair_ids=pair_ids, vectors=self.normalise(vectors),
+                       item_emb=item_emb, cosine=self.cosine)

@@ -1,12 +1,13 @@
 """A study's lanes on a SLURM cluster (``python -m bench.study <name> run --launcher slurm``).
 
-Each run of the plan becomes one SLURM task that does what a local lane does
-(:func:`bench.resumable.finish_recorded`): keep a completed run, resume an interrupted one from its
-``last.ckpt``, or start it; then write it into its row's ledger itself, so the ledgers fill even when
-the process that submitted the tasks is gone. The runs that can start are submitted together as one
-array job; each that ends may settle more (a tuning grid's last trial lets the row's reported runs
-start), which go out as the next array. A task that reaches its time limit is requeued (up to
-``max_num_timeout`` times) and resumes from its checkpoint.
+Each run of the plan becomes one SLURM task that does what a local lane does with it
+(:func:`bench.resumable.finish_run`): keep a completed run, resume an interrupted one from its
+``last.ckpt``, or start it. The submitting process writes every completed run into its row's ledger
+(one writer: a ledger's lock need not work across the nodes' shared file system), including runs that
+completed while no submitter was waiting (a rerun finds them in their folders and submits nothing for
+them). The runs that can start are submitted together as one array job; each that ends may settle more
+(a tuning grid's last trial lets the row's reported runs start), which go out as the next array. A task
+that reaches its time limit is requeued (up to ``max_num_timeout`` times) and resumes from its checkpoint.
 
 The cluster fields are those of a sweep's ``hydra/launcher=slurm`` (``conf/hydra/launcher/slurm.yaml``:
 ``partition``, ``account``, ``timeout_min``, ``cpus_per_task``, ``gpus_per_node``, ``mem_gb``,
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.resumable import finish_recorded
+from bench.resumable import finish_recorded, finish_run, holds_completed
 from bench.study.lanes import extra_columns
 from bench.study.plan import FINAL, Job, plan
 from bench.study.spec import Study
@@ -92,20 +93,15 @@ def slurm_executor(folder: Path, settings: Mapping[str, Any]) -> Any:
 
 @dataclass
 class StudyTask:
-    """One run of a study as a SLURM task: what a local lane does with it. Requeued at the time limit
-    (``checkpoint``), it is called again and resumes the run from its ``last.ckpt``."""
+    """One run of a study as a SLURM task: its folder made to hold a completed run. Requeued at the time
+    limit (``checkpoint``), it is called again and resumes the run from its ``last.ckpt``."""
 
     folder: Path
     overrides: tuple[str, ...]
-    ledger: Path
-    one_setting: bool
-    extra: Callable | None
-    per_user: tuple[str, ...]
     env: dict[str, str]
 
     def __call__(self) -> str:
-        return finish_recorded(self.folder, list(self.overrides), self.ledger, self.one_setting, self.extra, None,
-                               self.per_user, self.env)
+        return finish_run(self.folder, list(self.overrides), None, self.env)
 
     def checkpoint(self) -> Any:
         import submitit
@@ -122,22 +118,39 @@ def run_slurm(study: Study, runs: Path, settings: Sequence[str] = (), stages: tu
     executor = slurm_executor(runs / ".submitit" / "%j", fields)
     env = {"OMP_NUM_THREADS": str(fields.get("cpus_per_task") or 1)}
     extra = extra_columns(study)
+
+    def record(job: Job) -> bool:
+        """Write the job's completed run into its ledger, here; False when its folder holds none."""
+        if not holds_completed(job.folder, job.overrides):
+            return False
+        final = job.stage == FINAL
+        finish_recorded(job.folder, list(job.overrides), job.ledger, job.one_setting, extra if final else None,
+                        None, tuple(study.per_user) if final else ())
+        return True
+
     submitted: set[Path] = set()
     running: dict[Any, Job] = {}
     while True:
         blocked: list[str] = []
-        new = [j for j in plan(study, runs, stages, tables, rows, blocked) if j.folder not in submitted]
+        new, recorded = [], False
+        for job in plan(study, runs, stages, tables, rows, blocked):
+            if job.folder in submitted:
+                continue
+            submitted.add(job.folder)
+            if record(job):  # completed while no submitter waited for it
+                say(f"recorded {job.table} {job.row} {job.stage} seed {job.seed}: {job.folder}")
+                recorded = True
+            else:
+                new.append(job)
         if new:
             with executor.batch():  # one array job
-                tasks = [executor.submit(StudyTask(j.folder, j.overrides, j.ledger, j.one_setting,
-                                                   extra if j.stage == FINAL else None,
-                                                   tuple(study.per_user) if j.stage == FINAL else (), env))
-                         for j in new]
-            for task, job in zip(tasks, new):
-                submitted.add(job.folder)
+                tasks = [executor.submit(StudyTask(j.folder, j.overrides, env)) for j in new]
+            for task, job in zip(tasks, new, strict=True):
                 running[task] = job
                 say(f"submitted {job.table} {job.row} {job.stage} seed {job.seed}: SLURM job {task.job_id}, "
                     f"{job.folder}")
+        if recorded and not new:
+            continue  # what was recorded may let more runs start
         if not running:
             for why in dict.fromkeys(blocked):
                 say(f"waiting: {why}")
@@ -150,4 +163,5 @@ def run_slurm(study: Study, runs: Path, settings: Sequence[str] = (), stages: tu
                 what = task.result()
             except Exception as exc:  # cancelled, killed, out of requeues: the others go on
                 what = f"ended without a result ({str(exc).strip().splitlines()[0][:200]})"
+            what += ", recorded" if record(job) else ", not completed"
             say(f"{what} {job.table} {job.row} {job.stage} seed {job.seed}: SLURM job {task.job_id}")

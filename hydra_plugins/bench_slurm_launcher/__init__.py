@@ -68,8 +68,12 @@ if SlurmLauncher is not None:
             from bench.records.layout import CHECKPOINT_DIR
             from bench.resumable import override_value
 
-            # a signal before the job has set up its run (no Hydra config yet) requeues it as it was
-            folder = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
+            # a signal before the job has set up its run (no Hydra config yet, or the submitter's, without
+            # this job's output folder) requeues it as it was
+            try:
+                folder: Path | None = Path(HydraConfig.get().runtime.output_dir)
+            except Exception:  # noqa: BLE001 - any state of a half-set-up job: start it again
+                folder = None
             if folder is not None and (folder / CHECKPOINT_DIR / "last.ckpt").is_file():
                 log.warning("time limit or preemption: requeued to resume %s from its last checkpoint", folder)
                 sweep_overrides = [f"resume={override_value(folder)}"]

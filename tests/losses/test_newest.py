@@ -297,3 +297,20 @@ def test_a_sce_run_trains(make_cfg, tiny, tmp_path):
     cfg = make_cfg([*tiny, "loss=sce", "loss.bucket_size_y=16", "trainer.max_epochs=2"], tmp_path)
     res = train_and_test(cfg)
     assert res.status == "completed" and res.test["ndcg@20"] > 0
+
+
+def test_a_row_without_a_valid_negative_contributes_nothing():
+    from bench.losses.talos import talos_terms
+
+    pos, neg = torch.tensor([0.3, 0.2]), torch.tensor([[float("-inf"), float("-inf")], [0.1, float("-inf")]])
+    valid = torch.tensor([[False, False], [True, False]])
+    lq = torch.zeros(2, 2)
+    assert float(logq_terms(pos, neg, torch.zeros(2), lq, 0.5, valid=valid)[0]) == 0.0
+    assert float(talos_terms(pos, neg, torch.zeros(2), 0.5, valid)[0]) == 0.0
+    assert float(logq_corrected_terms(pos, neg, lq, 0.5, valid)[0]) == 0.0
+    assert float(logq_terms(pos, neg, torch.zeros(2), lq, 0.5, valid=valid)[1]) > 0
+
+
+def test_sce_needs_two_items_a_bucket():
+    with pytest.raises(ConfigError, match="loss.bucket_size_y must be an integer >= 2"):
+        build("sce", bucket_size_y=1)

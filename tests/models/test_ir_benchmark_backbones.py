@@ -108,9 +108,23 @@ def test_ncf_towers_are_residual_relu_stacks(train_data):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["lightgcnpp", "simgcl", "simplex", "ncf"])
-@pytest.mark.parametrize("loss", ["sl", "slk", "bpr", "ccl"])
+@pytest.mark.parametrize("loss", ["slk", "bpr"])  # the softmax family with a threshold, a dot-score pair loss
 def test_each_trains_with_losses_of_every_kind(model, loss, make_cfg, tiny, tmp_path, loss_settings):
     cfg = make_cfg([*tiny, f"model={model}", f"loss={loss}", "trainer.max_epochs=1", "+trainer.limit_train_batches=2",
                     "logger=none", *loss_settings(loss)], tmp_path)
     res = train_and_test(cfg)
     assert res.status == "completed" and 0 <= res.test["ndcg@20"] <= 1
+
+
+def test_simplex_drops_out_only_the_loss_s_user_vectors(train_data):
+    model = _bound("simplex", train_data, gamma=0.3, dropout=0.5).train()
+    rows = torch.tensor([[0, 0, 0], [2, 1, 1]])
+    users = torch.tensor([0, 2])
+    # scorer calls in training (a threshold refresh, a loss's own scores) see the model without dropout
+    torch.testing.assert_close(model.score_items(users, torch.tensor([[0, 1], [3, 4]])),
+                               model.eval().score_items(users, torch.tensor([[0, 1], [3, 4]])))
+    model.train()
+    torch.manual_seed(1)
+    dropped = model.encode(rows).vectors
+    clean = model.eval().encode(rows).vectors
+    assert not torch.allclose(dropped, clean)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -206,3 +207,9 @@ def a_study_runs_its_lanes_as_slurm_tasks(cluster: dict[str, str], tmp_path: Pat
     again = subprocess.run([*study, "--launcher", "slurm", "--slurm", *fields, "--runs", "runs-slurm", "--results",
                             "on-slurm"], cwd=tmp_path, env=cluster, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "submitted" not in again.stdout, again.stdout  # the ledgers hold them all
+    # ledgers lost (the submitter died before writing them): the next call finds the runs and records them
+    shutil.rmtree(tmp_path / "on-slurm")
+    found = subprocess.run([*study, "--launcher", "slurm", "--slurm", *fields, "--runs", "runs-slurm", "--results",
+                            "on-slurm"], cwd=tmp_path, env=cluster, capture_output=True, text=True, timeout=600)
+    assert found.returncode == 0 and "submitted" not in found.stdout, found.stdout
+    assert found.stdout.count("recorded ") == 4 and _ledgers(tmp_path / "on-slurm") == local, found.stdout

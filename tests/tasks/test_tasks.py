@@ -27,7 +27,7 @@ def test_every_task_model_loss_combination_trains(task, model, loss, tmp_path, t
 
 
 def test_a_model_that_does_not_fit_the_task_is_refused(tmp_path, tiny, make_cfg):
-    models = "models for this task: lightgcn, mf, xsimgcl"
+    models = "models for this task: lightgcn, lightgcnpp, mf, ncf, simgcl, simplex, xsimgcl"
     with pytest.raises(ConfigError, match=rf"model=gnn does not fit task=cf; {models}"):
         train_and_test(make_cfg([*tiny, "model=gnn"], tmp_path))
     with pytest.raises(ConfigError, match=rf"model=sasrec does not fit task=cf; {models}"):
