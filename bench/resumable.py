@@ -29,7 +29,7 @@ def finish_run(folder: Path, overrides: Sequence[str], log: Path | None = None,
     """
     res = RunResult.read(folder) if (folder / RESULTS_FILE).exists() else None
     same = res is not None and _settings(res.job_overrides) == _settings(overrides)
-    if holds_completed(folder, overrides):
+    if same and res is not None and res.status == COMPLETED:
         return "kept"
     if same and (folder / CHECKPOINT_DIR / "last.ckpt").exists():
         cmd, action = [sys.executable, "-m", "bench", f"resume={override_value(folder)}"], "resumed"

@@ -167,15 +167,16 @@ def build_datamodule(cfg: DictConfig, seed: int) -> RankingDataModule | LtrDataM
     extra = {"noise_ratio": ratio, "noise_seed": noise_seed} if ratio else {}
     sampled_seed = cfg.eval.get("sampled_seed", 0)
     sampled = check_sampled(cfg.eval.get("sampled_negatives"), sampled_seed)
+    sampler = str(cfg.train.get("sampler", "uniform"))
     datamodule = task.datamodule(data, seed=seed, batch_size=int(cfg.train.batch_size), ks=tuple(cfg.eval.ks),
                                  max_scores=int(cfg.eval.max_scores), ties=str(cfg.eval.ties),
                                  test_masks_valid=bool(cfg.eval.get("test_masks_valid", True)),
                                  sampled_negatives=sampled, sampled_seed=int(sampled_seed),
-                                 sampler=str(cfg.train.get("sampler", "uniform")),
-                                 popularity_power=float(cfg.train.get("popularity_power", 1.0)), **extra)
-    if cfg.train.get("sampler", "uniform") != "uniform" and not isinstance(datamodule, RankingDataModule):
-        raise ConfigError(f"train.sampler={cfg.train.sampler} draws negative items; task={task.name} ranks given "
-                          "lists and draws none: set it to uniform")
+                                 sampler=sampler, popularity_power=float(cfg.train.get("popularity_power", 1.0)),
+                                 **extra)
+    if sampler != "uniform" and not isinstance(datamodule, RankingDataModule):
+        raise ConfigError(f"train.sampler={sampler} draws negative items; task={task.name} ranks given lists and "
+                          "draws none: set it to uniform")
     if sampled and not isinstance(datamodule, RankingDataModule):  # a task that ignores it would report nothing
         raise ConfigError(f"eval.sampled_negatives={sampled} needs an item catalogue to sample from (task=cf, seq or "
                           f"linkpred); task={task.name} ranks given lists: set it to null")

@@ -8,6 +8,8 @@ generator state to save.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -289,20 +291,14 @@ class PopularityNegativeSampler(UniformNegativeSampler):
             raise ConfigError("train.distinct_negatives=true draws uniformly; with train.sampler=popularity set it "
                               "to false")
         positives = self.train.on(users.device).dense_rows(users)
-        draws = self._draw(users.numel() * n, generator, users.device).view(users.numel(), n)
-        flat = draws.view(-1)
-        pending = positives.gather(1, draws).view(-1).nonzero().squeeze(1)
-        for _ in range(MAX_REDRAWS):
-            if not pending.numel():
-                return draws
-            fresh = self._draw(pending.numel(), generator, users.device)
-            flat[pending] = fresh
-            pending = pending[positives[pending // n, fresh]]
+        draws = _non_positives(positives, n, generator, lambda count: self._draw(count, generator, users.device),
+                               MAX_REDRAWS)
+        left = positives.gather(1, draws)
         # a user whose positives hold most of Q (rare): the rest drawn from Q restricted to its non-positives
-        for row in (pending // n).unique().tolist():
-            at = pending[pending // n == row]
+        for row in left.any(1).nonzero().squeeze(1).tolist():
             probs = self.probs.to(users.device).masked_fill(positives[row], 0.0)
-            flat[at] = torch.multinomial(probs, at.numel(), replacement=True, generator=generator)
+            draws[row, left[row]] = torch.multinomial(probs, int(left[row].sum()), replacement=True,
+                                                      generator=generator)
         return draws
 
 
@@ -333,17 +329,24 @@ def make_sampler(train: CSR, kind: str = "uniform", popularity_power: float = 1.
     raise ConfigError(f"train.sampler={kind} is not a sampler; use {' or '.join(SAMPLERS)}")
 
 
-def _non_positives(positives: Tensor, n: int, generator: torch.Generator) -> Tensor:
-    """(B, n) items drawn i.i.d. uniformly from each row's non-positives (``positives`` (B, I)
-    bool), by rejection: draw from all items, redraw only the hits, tracked by flat position."""
-    draws = torch.randint(0, positives.shape[1], (positives.shape[0], n), generator=generator,
-                          device=positives.device)
+def _non_positives(positives: Tensor, n: int, generator: torch.Generator,
+                   draw: Callable[[int], Tensor] | None = None, max_rounds: int | None = None) -> Tensor:
+    """(B, n) items drawn i.i.d. from each row's non-positives (``positives`` (B, I) bool), by rejection:
+    draw from all items, redraw only the hits, tracked by flat position. ``draw(count)``: ``count``
+    i.i.d. items from the proposal (None: uniform over the catalogue). After ``max_rounds`` of redraws
+    (None: no limit) the entries still on a positive are left there for the caller."""
+    if draw is None:
+        def draw(count: int) -> Tensor:
+            return torch.randint(0, positives.shape[1], (count,), generator=generator, device=positives.device)
+    draws = draw(positives.shape[0] * n).view(positives.shape[0], n)
     flat = draws.view(-1)
     pending = positives.gather(1, draws).view(-1).nonzero().squeeze(1)
-    while pending.numel():
-        fresh = torch.randint(0, positives.shape[1], (pending.numel(),), generator=generator, device=positives.device)
+    rounds = 0
+    while pending.numel() and (max_rounds is None or rounds < max_rounds):
+        fresh = draw(pending.numel())
         flat[pending] = fresh
         pending = pending[positives[pending // n, fresh]]
+        rounds += 1
     return draws
 
 

@@ -18,6 +18,13 @@ from bench.contracts import LossBatch, Scorer, SyncedRows, TrainData
 from bench.errors import ConfigError
 
 
+def positive(key: str, value: float) -> float:
+    """``value`` as a float, or a one-line error naming ``key`` when it is not > 0."""
+    if not value > 0:
+        raise ConfigError(f"{key} must be > 0, got {value}")
+    return float(value)
+
+
 def logsumexp_negatives(x: Tensor, valid: Tensor | None) -> Tensor:
     """(P,) log-sum-exp of each row of ``x`` (P, M) over its valid columns.
 

@@ -30,7 +30,7 @@ from torch.utils.checkpoint import checkpoint
 
 from bench.contracts import LossBatch
 from bench.errors import ConfigError
-from bench.losses.base import RecLoss, row_mean
+from bench.losses.base import RecLoss, positive, row_mean
 from bench.losses.registry import LOSSES
 
 TARGETS = ("linear", "softmax")
@@ -60,12 +60,6 @@ def _choice(key: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
     return value
-
-
-def _positive(key: str, value: float) -> float:
-    if not value > 0:
-        raise ConfigError(f"{key} must be > 0, got {value}")
-    return float(value)
 
 
 def _prepare(scores: Tensor, labels: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -99,7 +93,7 @@ def listnet(scores: Tensor, labels: Tensor, mask: Tensor | None = None, *, tau: 
     Returns:
         :class:`RowLosses`, losses in nats.
     """
-    _positive("tau", tau)
+    positive("tau", tau)
     _choice("target", target, TARGETS)
     labels, listed, counted = _prepare(scores, labels, mask)
     off = ~listed
@@ -158,7 +152,7 @@ def listmle(scores: Tensor, labels: Tensor, mask: Tensor | None = None, *, tau: 
     Returns:
         :class:`RowLosses`, losses in nats (a sum over positions, not a mean).
     """
-    _positive("tau", tau)
+    positive("tau", tau)
     _choice("positions", positions, POSITIONS)
     _choice("ties", ties, TIES)
     labels, listed, counted = _prepare(scores, labels, mask)
@@ -232,7 +226,7 @@ def ranknet(scores: Tensor, labels: Tensor, mask: Tensor | None = None, *, sigma
     Returns:
         :class:`RowLosses`, losses in nats.
     """
-    _positive("sigma", sigma)
+    positive("sigma", sigma)
     if chunk < 1:
         raise ConfigError(f"chunk must be >= 1, got {chunk}")
     labels, listed, counted = _prepare(scores, labels, mask)
@@ -284,7 +278,7 @@ class ListNet(RecLoss):
 
     def __init__(self, tau: float = 0.2, target: str = "linear", n_negatives: int = 1000) -> None:
         super().__init__(n_negatives=n_negatives)
-        self.tau = _positive("loss.tau", tau)
+        self.tau = positive("loss.tau", tau)
         self.target = _choice("loss.target", target, TARGETS)
 
     def forward(self, batch: LossBatch) -> Tensor:
@@ -316,7 +310,7 @@ class ListMLE(RecLoss):
 
     def __init__(self, tau: float = 0.2, positions: str = "positives_only", n_negatives: int = 1000) -> None:
         super().__init__(n_negatives=n_negatives)
-        self.tau = _positive("loss.tau", tau)
+        self.tau = positive("loss.tau", tau)
         self.positions = _choice("loss.positions", positions, POSITIONS)
 
     def forward(self, batch: LossBatch) -> Tensor:
@@ -349,7 +343,7 @@ class RankNet(RecLoss):
 
     def __init__(self, sigma: float = 1.0, n_negatives: int = 1) -> None:
         super().__init__(n_negatives=n_negatives)
-        self.sigma = _positive("loss.sigma", sigma)
+        self.sigma = positive("loss.sigma", sigma)
         self.shares_negatives = self.n_negatives > 1
 
     def forward(self, batch: LossBatch) -> Tensor:

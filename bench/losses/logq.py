@@ -38,15 +38,8 @@ import torch
 from torch import Tensor
 
 from bench.contracts import LossBatch
-from bench.errors import ConfigError
-from bench.losses.base import RecLoss, logsumexp_negatives
+from bench.losses.base import RecLoss, logsumexp_negatives, positive
 from bench.losses.registry import LOSSES
-
-
-def _checked_tau(tau: float) -> float:
-    if tau <= 0:
-        raise ConfigError(f"loss.tau must be > 0, got {tau}")
-    return float(tau)
 
 
 def logq_terms(pos: Tensor, neg: Tensor, pos_log_q: Tensor, neg_log_q: Tensor, tau: float,
@@ -103,7 +96,7 @@ class LogQSoftmax(RecLoss):
 
     def __init__(self, tau: float = 0.2, correct_positive: bool = True, n_negatives: int = 1000) -> None:
         super().__init__(n_negatives=n_negatives)
-        self.tau = _checked_tau(tau)
+        self.tau = positive("loss.tau", tau)
         self.correct_positive = bool(correct_positive)
 
     def forward(self, batch: LossBatch) -> Tensor:
@@ -125,7 +118,7 @@ class CorrectedLogQSoftmax(RecLoss):
 
     def __init__(self, tau: float = 0.2, n_negatives: int = 1000) -> None:
         super().__init__(n_negatives=n_negatives)
-        self.tau = _checked_tau(tau)
+        self.tau = positive("loss.tau", tau)
 
     def forward(self, batch: LossBatch) -> Tensor:
         return logq_corrected_terms(batch.pos, batch.neg, batch.require("neg_log_q"), self.tau, batch.neg_valid,

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from bench.contracts import LossBatch, Queries
 from bench.errors import ConfigError
-from bench.losses.base import RecLoss
+from bench.losses.base import RecLoss, positive
 from bench.losses.registry import LOSSES
 
 
@@ -102,11 +102,9 @@ class SCE(RecLoss):
             if value is not None and int(value) < least:
                 raise ConfigError(f"loss.{name} must be an integer >= {least} (or null for n_buckets, "
                                   f"bucket_size_x), got {value}")
-        if tau <= 0:
-            raise ConfigError(f"loss.tau must be > 0, got {tau}")
         self.n_buckets = None if n_buckets is None else int(n_buckets)
         self.bucket_size_x = None if bucket_size_x is None else int(bucket_size_x)
-        self.bucket_size_y, self.mix_x, self.tau = int(bucket_size_y), bool(mix_x), float(tau)
+        self.bucket_size_y, self.mix_x, self.tau = int(bucket_size_y), bool(mix_x), positive("loss.tau", tau)
 
     def forward(self, batch: LossBatch) -> Tensor:
         queries = batch.require("queries")

@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from bench.contracts import LossBatch, TrainData
 from bench.datasets.base import CSR
 from bench.errors import ConfigError
-from bench.losses.base import RecLoss, logsumexp_negatives
+from bench.losses.base import RecLoss, logsumexp_negatives, positive
 from bench.losses.registry import LOSSES
 
 
@@ -81,21 +81,6 @@ def quantile_terms(pos_scores: Tensor, pos_mask: Tensor, neg: Tensor, beta: Tens
     return (on_pos + weight * neg_terms.sum(1)) / n_items
 
 
-def padded_positives(train: CSR, users: Tensor) -> tuple[Tensor, Tensor]:
-    """(B, L) item ids of each user's training positives, padded with item 0, and the (B, L) mask
-    of the real ones; L the largest count among ``users``."""
-    rows, items = train.on(users.device).gather_rows(users)
-    counts = torch.bincount(rows, minlength=users.numel())
-    width = max(int(counts.max()), 1) if counts.numel() else 1
-    starts = torch.cumsum(counts, 0) - counts
-    cols = torch.arange(rows.numel(), device=users.device) - starts[rows]
-    ids = torch.zeros(users.numel(), width, dtype=torch.long, device=users.device)
-    mask = torch.zeros(users.numel(), width, dtype=torch.bool, device=users.device)
-    ids[rows, cols] = items
-    mask[rows, cols] = True
-    return ids, mask
-
-
 @LOSSES.register("talos")
 class Talos(RecLoss):
     """Talos: a learned per-user rank-K threshold inside a sigmoid-power softmax.
@@ -113,11 +98,7 @@ class Talos(RecLoss):
         super().__init__(n_negatives=n_negatives)
         if k < 1:
             raise ConfigError(f"loss.k must be >= 1, got {k}")
-        if tau <= 0:
-            raise ConfigError(f"loss.tau must be > 0, got {tau}")
-        if beta_lr <= 0:
-            raise ConfigError(f"loss.beta_lr must be > 0, got {beta_lr}")
-        self.k, self.tau, self.beta_lr = int(k), float(tau), float(beta_lr)
+        self.k, self.tau, self.beta_lr = int(k), positive("loss.tau", tau), positive("loss.beta_lr", beta_lr)
         self.beta = nn.Parameter(torch.zeros(0))  # sized by bind(); the same Parameter throughout
         self.positives: CSR | None = None  # the training positives, for the quantile regression
         self.n_items = 0
@@ -139,7 +120,7 @@ class Talos(RecLoss):
         beta = self.beta[users]
         ranking = talos_terms(batch.pos, batch.neg, beta.detach(), self.tau, batch.neg_valid)
         with torch.no_grad():
-            ids, mask = padded_positives(self.positives, users)
+            ids, mask = self.positives.on(users.device).padded_rows(users)
             pos_scores = batch.require("scorer").score_items(users, ids)
         quantile = quantile_terms(pos_scores, mask, batch.neg.detach(), beta, self.k, self.n_items, batch.neg_valid)
         return ranking.mean() + quantile.mean()

@@ -80,8 +80,14 @@ class EmbeddingModel(nn.Module):
         """
         users, items, pair_ids = rows[:, 0], rows[:, 1], rows[:, 2]
         user_emb, item_emb = self.embeddings()
-        return Queries(users=users, items=items, pair_ids=pair_ids, vectors=self.normalise(take_rows(user_emb, users)),
+        vectors = self.training_queries(take_rows(user_emb, users))
+        return Queries(users=users, items=items, pair_ids=pair_ids, vectors=self.normalise(vectors),
                        item_emb=item_emb, cosine=self.cosine)
+
+    def training_queries(self, vectors: Tensor) -> Tensor:
+        """(P, d) the batch's user vectors before normalisation -> what the loss scores with (SimpleX
+        drops some out); the scorer methods never pass through here. The identity by default."""
+        return vectors
 
     # the Scorer protocol -----------------------------------------------------------------
     def score_items(self, users: Tensor, items: Tensor) -> Tensor:

@@ -104,7 +104,7 @@ class XSimGCL(LightGCN):
         for _ in range(self.layers):
             x = torch.sparse.mm(self.adjacency, x)
             if self.training:
-                x = x + torch.sign(x) * F.normalize(torch.randn_like(x), dim=1) * self.noise_eps
+                x = perturb(x, self.noise_eps)
             out.append(x)
         return out
 
@@ -126,6 +126,13 @@ class XSimGCL(LightGCN):
         loss = info_nce(final[users], view[users], self.cl_tau)
         loss = loss + info_nce(final[self.n_users + items], view[self.n_users + items], self.cl_tau)
         return self.cl_weight * loss
+
+
+def perturb(x: Tensor, eps: float, uniform: bool = False) -> Tensor:
+    """``x`` (n, d) plus noise of norm ``eps`` in each row's own orthant, ε·sign(x)⊙Δ/‖Δ‖, with Δ Gaussian
+    (XSimGCL as IR-Benchmark runs it) or ``uniform`` in [0, 1)^d (SimGCL's authors)."""
+    delta = torch.rand_like(x) if uniform else torch.randn_like(x)
+    return x + torch.sign(x) * F.normalize(delta, dim=1) * eps
 
 
 def info_nce(a: Tensor, b: Tensor, tau: float) -> Tensor:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from bench.errors import ConfigError
-from bench.models.lightgcn import LightGCN, info_nce
+from bench.models.lightgcn import LightGCN, info_nce, perturb
 from bench.models.registry import MODELS
 
 NOISES = ("uniform", "gaussian")
@@ -52,9 +51,7 @@ class SimGCL(LightGCN):
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         out, x = [], ego
         for _ in range(self.layers):
-            x = torch.sparse.mm(self.adjacency, x)
-            delta = torch.rand_like(x) if self.noise == "uniform" else torch.randn_like(x)
-            x = x + torch.sign(x) * F.normalize(delta, dim=1) * self.noise_eps
+            x = perturb(torch.sparse.mm(self.adjacency, x), self.noise_eps, uniform=self.noise == "uniform")
             out.append(x)
         return torch.stack(out).mean(0)
 

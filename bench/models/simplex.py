@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from bench.contracts import Queries, TrainData, take_rows
+from bench.contracts import TrainData
 from bench.errors import ConfigError
 from bench.models.mf import MF
 from bench.models.registry import MODELS
@@ -54,11 +54,7 @@ class SimpleX(MF):
         mean = torch.sparse.mm(self.history, items)
         return self.gamma * self.user_emb.weight + (1 - self.gamma) * self.history_map(mean), items
 
-    def encode(self, rows: Tensor) -> Queries:
+    def training_queries(self, vectors: Tensor) -> Tensor:
         # dropout on the loss's user vectors only: scorer calls in training (threshold estimators, a loss's
         # own scores of other items) see the undropped model, as evaluation does
-        users, items, pair_ids = rows[:, 0], rows[:, 1], rows[:, 2]
-        user_emb, item_emb = self.embeddings()
-        vectors = self.dropout(take_rows(user_emb, users))  # the identity outside training
-        return Queries(users=users, items=items, pair_ids=pair_ids, vectors=self.normalise(vectors),
-                       item_emb=item_emb, cosine=self.cosine)
+        return self.dropout(vectors)

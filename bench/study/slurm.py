@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.resumable import finish_recorded, finish_run, holds_completed
-from bench.study.lanes import extra_columns
+from bench.resumable import finish_run, holds_completed
+from bench.study.lanes import record_finished
 from bench.study.plan import FINAL, Job, plan
 from bench.study.spec import Study
 
@@ -117,15 +117,12 @@ def run_slurm(study: Study, runs: Path, settings: Sequence[str] = (), stages: tu
     fields = {"name": f"study-{study.name}", **launcher_settings(settings)}
     executor = slurm_executor(runs / ".submitit" / "%j", fields)
     env = {"OMP_NUM_THREADS": str(fields.get("cpus_per_task") or 1)}
-    extra = extra_columns(study)
 
     def record(job: Job) -> bool:
         """Write the job's completed run into its ledger, here; False when its folder holds none."""
         if not holds_completed(job.folder, job.overrides):
             return False
-        final = job.stage == FINAL
-        finish_recorded(job.folder, list(job.overrides), job.ledger, job.one_setting, extra if final else None,
-                        None, tuple(study.per_user) if final else ())
+        record_finished(study, job.folder, job.ledger, job.one_setting)
         return True
 
     submitted: set[Path] = set()
