@@ -201,9 +201,9 @@ class UniformNegativeSampler:
         """(B, n) negative item ids for users (B,), drawn with ``generator``; ``distinct``: no
         item twice in a row (each row a uniform n-subset of the user's non-positives)."""
         train = self.train.on(users.device)
-        positives = train.dense_rows(users)
         if not distinct:
-            return _non_positives(positives, n, generator)
+            return _non_positives(_Positives(train, users, n), n, generator)
+        positives = train.dense_rows(users)
         room = train.n_items - positives.sum(1)
         if bool((room < n).any()):
             row = int((room < n).nonzero()[0])
@@ -212,13 +212,13 @@ class UniformNegativeSampler:
                               "loss.n_negatives or set train.distinct_negatives=false")
         spare = room - n  # (B,) the non-positives each row leaves out
         if int(spare.max()) >= n:
-            return _distinct_non_positives(positives, n, generator)
+            return _distinct_non_positives(train, users, positives, n, generator)
         # most non-positives are taken (Health: 1,000 of ~1,180): draw the few left out instead,
         # the first spare_u of a distinct draw (any fixed positions of it are a uniform subset)
         k = int(spare.max())
         left_out = positives.clone()
         if k:
-            out = _distinct_non_positives(positives, k, generator)
+            out = _distinct_non_positives(train, users, positives, k, generator)
             take = torch.arange(k, device=users.device)[None, :] < spare[:, None]
             left_out[torch.arange(users.numel(), device=users.device)[:, None].expand(-1, k)[take], out[take]] = True
         items = (~left_out).nonzero()[:, 1].view(users.numel(), n)  # exactly n per row, by item id
@@ -290,13 +290,15 @@ class PopularityNegativeSampler(UniformNegativeSampler):
         if distinct:
             raise ConfigError("train.distinct_negatives=true draws uniformly; with train.sampler=popularity set it "
                               "to false")
-        positives = self.train.on(users.device).dense_rows(users)
+        train = self.train.on(users.device)
+        positives = _Positives(train, users, n)
         draws = _non_positives(positives, n, generator, lambda count: self._draw(count, generator, users.device),
                                MAX_REDRAWS)
-        left = positives.gather(1, draws)
+        left = positives.full(draws)
         # a user whose positives hold most of Q (rare): the rest drawn from Q restricted to its non-positives
         for row in left.any(1).nonzero().squeeze(1).tolist():
-            probs = self.probs.to(users.device).masked_fill(positives[row], 0.0)
+            own = train.dense_rows(users[row:row + 1])[0]
+            probs = self.probs.to(users.device).masked_fill(own, 0.0)
             draws[row, left[row]] = torch.multinomial(probs, int(left[row].sum()), replacement=True,
                                                       generator=generator)
         return draws
@@ -329,32 +331,63 @@ def make_sampler(train: CSR, kind: str = "uniform", popularity_power: float = 1.
     raise ConfigError(f"train.sampler={kind} is not a sampler; use {' or '.join(SAMPLERS)}")
 
 
-def _non_positives(positives: Tensor, n: int, generator: torch.Generator,
+class _Positives:
+    """Whether drawn items are training positives of their rows, for a batch of users: from a
+    (B, I) bitmap of their rows (one pass over B * I bytes, then one byte a lookup: cheap when the
+    draws are many, N = 1000), or by a binary search per draw in the sorted training pairs
+    (:meth:`~bench.datasets.base.CSR.contains`: cheap when they are few next to B * I, BPR's one
+    negative a pair on Gowalla's 41k items). Both give the same answers, so the draws are the same."""
+
+    #: the search is used when a row's draws number at most I / this (each search costs ~log2(nnz) reads)
+    SEARCH_BELOW = 256
+
+    def __init__(self, train: CSR, users: Tensor, n: int, bitmap: Tensor | None = None) -> None:
+        self.train, self.users = train, users
+        if bitmap is None and n * self.SEARCH_BELOW > train.n_items:
+            bitmap = train.dense_rows(users)
+        self.bitmap = bitmap
+
+    def full(self, draws: Tensor) -> Tensor:
+        """(B, n) items, one row per user -> (B, n) bool."""
+        if self.bitmap is not None:
+            return self.bitmap.gather(1, draws)
+        return self.train.contains(self.users.unsqueeze(1).expand_as(draws), draws)
+
+    def at(self, rows: Tensor, items: Tensor) -> Tensor:
+        """(M,) row indices into the batch and (M,) items -> (M,) bool."""
+        if self.bitmap is not None:
+            return self.bitmap[rows, items]
+        return self.train.contains(self.users[rows], items)
+
+
+def _non_positives(positives: _Positives, n: int, generator: torch.Generator,
                    draw: Callable[[int], Tensor] | None = None, max_rounds: int | None = None) -> Tensor:
-    """(B, n) items drawn i.i.d. from each row's non-positives (``positives`` (B, I) bool), by rejection:
-    draw from all items, redraw only the hits, tracked by flat position. ``draw(count)``: ``count``
-    i.i.d. items from the proposal (None: uniform over the catalogue). After ``max_rounds`` of redraws
-    (None: no limit) the entries still on a positive are left there for the caller."""
+    """(B, n) items drawn i.i.d. from each row's non-positives, by rejection: draw from all items,
+    redraw only the hits, tracked by flat position. ``draw(count)``: ``count`` i.i.d. items from the
+    proposal (None: uniform over the catalogue). After ``max_rounds`` of redraws (None: no limit)
+    the entries still on a positive are left there for the caller."""
+    users = positives.users
     if draw is None:
         def draw(count: int) -> Tensor:
-            return torch.randint(0, positives.shape[1], (count,), generator=generator, device=positives.device)
-    draws = draw(positives.shape[0] * n).view(positives.shape[0], n)
+            return torch.randint(0, positives.train.n_items, (count,), generator=generator, device=users.device)
+    draws = draw(users.numel() * n).view(users.numel(), n)
     flat = draws.view(-1)
-    pending = positives.gather(1, draws).view(-1).nonzero().squeeze(1)
+    pending = positives.full(draws).view(-1).nonzero().squeeze(1)
     rounds = 0
     while pending.numel() and (max_rounds is None or rounds < max_rounds):
         fresh = draw(pending.numel())
         flat[pending] = fresh
-        pending = pending[positives[pending // n, fresh]]
+        pending = pending[positives.at(pending // n, fresh)]
         rounds += 1
     return draws
 
 
-def _distinct_non_positives(positives: Tensor, n: int, generator: torch.Generator) -> Tensor:
+def _distinct_non_positives(train: CSR, users: Tensor, positives: Tensor, n: int,
+                            generator: torch.Generator) -> Tensor:
     """(B, n) n different non-positive items per row: i.i.d. draws, then every later copy of an
     item in its row drawn again until none is left (~n^2 / 2I copies per row at first). The rule
     treats all items alike, so each row's set is a uniform n-subset of its non-positives."""
-    draws = _non_positives(positives, n, generator)
+    draws = _non_positives(_Positives(train, users, n, bitmap=positives), n, generator)
     rows = torch.arange(draws.shape[0], device=draws.device)
     while rows.numel():
         ordered, order = draws[rows].sort(dim=1, stable=True)

@@ -220,3 +220,31 @@ def test_a_user_holding_almost_all_of_q_still_gets_its_negatives_exactly():
     assert set(neg.unique().tolist()) == {3, 4}  # never a positive, after the redraw rounds run out
     counts34 = torch.bincount(neg[0], minlength=5)[3:]
     assert stats.chisquare(counts34.tolist()).pvalue > 1e-3  # 3 and 4 equally likely
+
+
+def test_csr_membership_by_search_matches_the_dense_rows():
+    csr, mask = _train()
+    gen = torch.Generator().manual_seed(4)
+    users, items = torch.randint(0, 30, (7, 50), generator=gen), torch.randint(0, 20, (7, 50), generator=gen)
+    assert torch.equal(csr.contains(users, items), mask[users, items])
+    assert torch.equal(csr.contains(users[0], items[0]), csr.dense_rows(users[0]).gather(1, items[0, :, None])[:, 0])
+    empty = CSR.from_pairs(torch.zeros(0, 2, dtype=torch.int64), 3, 5)
+    assert not empty.contains(torch.tensor([0, 2]), torch.tensor([4, 0])).any()
+
+
+@pytest.mark.parametrize("kind", ["uniform", "popularity"])
+@pytest.mark.parametrize("n", [1, 7, 300])
+def test_both_ways_of_finding_positives_draw_the_same_negatives(kind, n, monkeypatch):
+    # a (B, I) bitmap of the batch's rows (many draws) or a search per draw (few): the same draws, none a positive
+    from bench.sampling import _Positives, make_sampler
+
+    csr, mask = _train()
+    users = torch.arange(30).repeat(3)
+    draws = {}
+    for way, ratio in (("bitmap", 10**9), ("search", 0)):
+        monkeypatch.setattr(_Positives, "SEARCH_BELOW", ratio)
+        sampler = make_sampler(csr, kind)
+        assert (_Positives(csr, users, n).bitmap is None) == (way == "search")
+        draws[way] = sampler.sample(users, n, make_generator("cpu", 0, 1, 2))
+    assert torch.equal(draws["bitmap"], draws["search"])
+    assert not mask[users[:, None], draws["search"]].any()

@@ -118,6 +118,19 @@ class CSR:
         out[rows, items] = True
         return out
 
+    def contains(self, users: Tensor, items: Tensor) -> Tensor:
+        """Whether each (user, item) pair is stored: ``users``, ``items`` of one shape, a bool tensor
+        of that shape. A binary search per pair in the sorted keys ``user * n_items + item`` (one
+        int64 array of nnz entries, built once per device): cheaper than :meth:`dense_rows` when
+        the pairs are few next to ``B * n_items``."""
+        key = f"keys:{self.indptr.device}"
+        keys = self._copies.get(key)
+        if keys is None:  # CSR order is key order: rows by user, items ascending within a row
+            keys = self._copies[key] = self.row_ids() * self.n_items + self.indices
+        wanted = users * self.n_items + items
+        at = torch.searchsorted(keys, wanted).clamp_(max=max(keys.numel() - 1, 0))
+        return keys[at] == wanted if keys.numel() else torch.zeros_like(wanted, dtype=torch.bool)
+
     def to(self, device: torch.device | str) -> CSR:
         return CSR(self.indptr.to(device), self.indices.to(device), self.n_items)
 

@@ -53,6 +53,8 @@ class RankingModule(L.LightningModule):
             this many times the first batch's (at least 1 in absolute value), as a loss that
             exploded without yet overflowing (``train.divergence_factor``; None: off). A
             non-finite loss stops it at any step.
+        embedding_reg: λ of the embedding regulariser (``train.embedding_reg``; see
+            :func:`bench.step.train_step`); 0 = off.
     """
 
     #: the validation metrics the log shows at every validation
@@ -60,7 +62,8 @@ class RankingModule(L.LightningModule):
 
     def __init__(self, model: EmbeddingModel, loss: RecLoss, optimizer: Callable[..., torch.optim.Optimizer],
                  seed: int, negatives: str = "per_pair", shared_groups: int = 1,
-                 distinct_negatives: bool = False, divergence_factor: float | None = 1000.0) -> None:
+                 distinct_negatives: bool = False, divergence_factor: float | None = 1000.0,
+                 embedding_reg: float = 0.0) -> None:
         super().__init__()
         if negatives not in NEGATIVE_MODES:
             raise ConfigError(f"unknown train.negatives '{negatives}'; use {' or '.join(NEGATIVE_MODES)}")
@@ -78,6 +81,9 @@ class RankingModule(L.LightningModule):
         self.shared_groups = int(shared_groups)
         self.distinct_negatives = bool(distinct_negatives)
         self.divergence_factor = None if divergence_factor is None else float(divergence_factor)
+        if not embedding_reg >= 0:
+            raise ConfigError(f"train.embedding_reg={embedding_reg} is out of range: use a number >= 0 (0: off)")
+        self.embedding_reg = float(embedding_reg)
         #: the training loss of the first batch, before any update: the scale divergence is judged by
         self.initial_loss: float | None = None
         self.sampler: UniformNegativeSampler | None = None
@@ -110,6 +116,16 @@ class RankingModule(L.LightningModule):
         self._parts: list[RankedChunk] = []
         self._users: list[Tensor] = []
         self._scorer: Callable[[Tensor], Tensor] | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets its bookkeeping attributes (_current_fx_name, ...) ~40 times a step, and this
+        # module its step state, each through nn.Module's checks for parameters, buffers and submodules:
+        # ~0.1 ms a step, 5% of a BPR step on Health. A name already in __dict__ is none of those (nn.Module
+        # keeps them out of it), so a value that is no Parameter or Module is stored as nn.Module would
+        if name in self.__dict__ and not isinstance(value, torch.nn.Parameter | torch.nn.Module):
+            self.__dict__[name] = value
+        else:
+            super().__setattr__(name, value)
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -191,7 +207,8 @@ class RankingModule(L.LightningModule):
         global_batch = batch_idx * self.trainer.world_size + self.trainer.global_rank
         generator = negatives_generator(self.device, self.seed, self.current_epoch, global_batch)
         output = train_step(self.model, self.loss, rows, sampler=self.sampler, generator=generator,
-                            mode=self.negatives, groups=self.shared_groups, distinct=self.distinct_negatives)
+                            mode=self.negatives, groups=self.shared_groups, distinct=self.distinct_negatives,
+                            embedding_reg=self.embedding_reg)
         if not torch.isfinite(output.loss):
             raise TrainingDiverged(
                 f"training loss is {output.loss.item()} at epoch {self.current_epoch}, batch {batch_idx}; "
