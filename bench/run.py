@@ -465,12 +465,16 @@ def _train_and_test(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     module: RankingModule
     divergence = cfg.train.get("divergence_factor")
     if isinstance(datamodule, LtrDataModule):
+        if cfg.train.get("embedding_reg", 0.0):
+            raise ConfigError("train.embedding_reg regularises user and item embedding rows, which task=ltr's "
+                              "scorers do not have; set train.embedding_reg=0 (and use optimizer.weight_decay)")
         module = LtrModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed, divergence_factor=divergence)
     else:
         module = RankingModule(model, instantiate(cfg.loss), instantiate(cfg.optimizer), seed,
                                negatives=str(cfg.train.negatives), shared_groups=int(cfg.train.shared_groups),
                                distinct_negatives=bool(cfg.train.distinct_negatives),
-                               divergence_factor=divergence)
+                               divergence_factor=divergence,
+                               embedding_reg=float(cfg.train.get("embedding_reg", 0.0)))
 
     if resume_checkpoint is not None:
         check_checkpoint_fits(module, resume_checkpoint)

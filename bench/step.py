@@ -77,7 +77,7 @@ class StepOutput:
 def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
                sampler: UniformNegativeSampler | None = None, generator: torch.Generator | None = None,
                negatives: Tensor | None = None, mode: str = "per_pair", groups: int = 1,
-               distinct: bool = False) -> StepOutput:
+               distinct: bool = False, embedding_reg: float = 0.0) -> StepOutput:
     """Forward part of one training step.
 
     Args:
@@ -93,6 +93,12 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
             ceil(P / groups) each), each with its own draw of N items; 1 = one draw for the batch.
         distinct: draw N different items (per pair, or per shared draw) instead of N with
             replacement (``train.distinct_negatives``; the SL@K reference code's per-pair sample).
+        embedding_reg: λ >= 0 of the embedding regulariser (``train.embedding_reg``): the step's
+            loss gains λ/2 (‖e_u‖² + ‖e_i‖² + Σ_j ‖e_j‖²) / B over the rows of the backbone's
+            embedding tables that its B rows use (users, positives, and every negative: a pair's N
+            per-pair negatives, or the shared draw's items once), as LightGCN's and RecBole's
+            regulariser (:meth:`~bench.models.base.EmbeddingModel.embedding_penalty`). Counted in
+            the extra term (``train/extra_loss``), not in the loss's own value. 0 = off.
     Returns:
         the :class:`StepOutput`; call ``output.loss.backward()``, step the optimiser,
         then :func:`after_update`.
@@ -140,6 +146,10 @@ def train_step(model: EmbeddingModel, loss: RecLoss, rows: Tensor, *,
     value = loss(batch)
     # a loss that freezes the backbone for this step (an adversary's epoch) freezes it entirely
     extra = model.extra_loss(queries.users, queries.items) if loss.trains_backbone else None
+    if embedding_reg and loss.trains_backbone:
+        drawn = negatives if draws is None else draws
+        penalty = embedding_reg * model.embedding_penalty(queries.users, queries.items, drawn)
+        extra = penalty if extra is None else extra + penalty
     total = value if extra is None else value + extra
     return StepOutput(total, value.detach(), None if extra is None else extra.detach(), batch)
 

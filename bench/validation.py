@@ -31,6 +31,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str]] = [
     ("train.batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("train.shared_groups", lambda v: _int(v) and v >= 1, "an integer >= 1 (1: one draw per batch)"),
     ("train.distinct_negatives", lambda v: isinstance(v, bool), "true or false"),
+    ("train.embedding_reg", lambda v: _number(v) and v >= 0, "a number >= 0 (0: off), e.g. 1e-4"),
     ("train.early_stopping_patience", lambda v: v is None or (_int(v) and v >= 1), "null or an integer >= 1"),
     ("train.divergence_factor", lambda v: v is None or (_number(v) and v > 1), "null (off) or a number > 1, e.g. 1000"),
     ("trainer.max_epochs", lambda v: _int(v) and v >= 1, "an integer >= 1"),

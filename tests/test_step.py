@@ -277,3 +277,42 @@ def test_logq_with_the_uniform_sampler_is_infonce_in_a_real_step(data, mode):
     # per pair: each negative's proposal is uniform over the user's I - |P_u| non-positives
     kept = torch.log(torch.tensor(35 / 40)) if mode == "per_pair" else torch.tensor(0.0)
     torch.testing.assert_close(batch.log_q_kept, kept.expand(rows.shape[0]))
+
+
+def test_the_embedding_regulariser_is_half_the_squared_rows_of_the_batch_over_its_pairs(data):
+    torch.manual_seed(0)
+    model, loss = MF(30, 40, score="dot"), build_loss("bpr")
+    model.bind(data)
+    rows = _rows(data, n=6)
+    negatives = torch.randint(0, 40, (6, 1), generator=torch.Generator().manual_seed(2))
+    plain = train_step(model, loss, rows, negatives=negatives)
+    out = train_step(model, loss, rows, negatives=negatives, embedding_reg=0.01)
+    u, i = model.user_emb.weight.detach(), model.item_emb.weight.detach()
+    # written out by hand: each use of a row counts (a user or item twice in the batch counts twice)
+    by_hand = sum(float(u[a] @ u[a] + i[b] @ i[b] + i[c] @ i[c])
+                  for a, b, c in zip(rows[:, 0].tolist(), rows[:, 1].tolist(), negatives[:, 0].tolist())) / 2 / 6
+    assert math.isclose(float(out.extra_loss), 0.01 * by_hand, rel_tol=1e-5)
+    assert float(out.rec_loss) == float(plain.rec_loss)
+    assert math.isclose(float(out.loss.detach()), float(plain.loss.detach()) + 0.01 * by_hand, rel_tol=1e-6)
+    # its gradient touches the batch's rows only: λ e / B per use
+    model.zero_grad()
+    (out.loss - plain.loss).backward()
+    used_users, used_items = set(rows[:, 0].tolist()), set(rows[:, 1].tolist()) | set(negatives[:, 0].tolist())
+    for table, used in ((model.user_emb.weight, used_users), (model.item_emb.weight, used_items)):
+        touched = set((table.grad.abs().sum(1) > 0).nonzero().squeeze(1).tolist())
+        assert touched == used
+    user = int(rows[0, 0])
+    uses = int((rows[:, 0] == user).sum())
+    assert torch.allclose(model.user_emb.weight.grad[user], 0.01 * uses * u[user] / 6, atol=1e-7)
+
+
+def test_the_embedding_regulariser_needs_embedding_tables():
+    from bench.models.base import EmbeddingModel
+
+    class Encoder(EmbeddingModel):  # vectors from a network of features, no per-user rows
+        def __init__(self) -> None:
+            super().__init__(3, 4)
+            self.net = torch.nn.Linear(2, 2)
+
+    with pytest.raises(ConfigError, match="Encoder does not have; set train.embedding_reg=0"):
+        Encoder().embedding_penalty(torch.tensor([0]), torch.tensor([0]), torch.tensor([[1]]))

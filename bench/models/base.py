@@ -65,6 +65,26 @@ class EmbeddingModel(nn.Module):
         loss), computed from the last training forward; None for most backbones."""
         return None
 
+    def embedding_penalty(self, users: Tensor, items: Tensor, negatives: Tensor) -> Tensor:
+        """½ (Σ ‖e_u‖² + Σ ‖e_i‖² + Σ ‖e_j‖²) / P: the squared norms of the rows of the backbone's own
+        embedding tables (``user_emb``, ``item_emb``; a graph backbone's layer-0 rows) that a step's
+        P pairs use, averaged over the pairs; ``train.embedding_reg`` multiplies it.
+
+        Args:
+            users, items: (P,) each pair's user and positive item.
+            negatives: the step's negatives, any shape (every entry counts once).
+        Returns:
+            a scalar with gradient on those rows only.
+        """
+        user_table, item_table = getattr(self, "user_emb", None), getattr(self, "item_emb", None)
+        if not isinstance(user_table, nn.Embedding) or not isinstance(item_table, nn.Embedding):
+            raise ConfigError(f"train.embedding_reg regularises user and item embedding tables, which model "
+                              f"{type(self).__name__} does not have; set train.embedding_reg=0 (and use "
+                              "optimizer.weight_decay)")
+        rows = (take_rows(user_table.weight, users), take_rows(item_table.weight, items),
+                take_rows(item_table.weight, negatives.reshape(-1)))
+        return 0.5 * sum(r.pow(2).sum() for r in rows) / max(users.numel(), 1)
+
     def normalise(self, x: Tensor) -> Tensor:
         """Rows of ``x`` as the score function sees them (unit length for cosine)."""
         return F.normalize(x, dim=-1) if self.cosine else x
