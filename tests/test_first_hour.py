@@ -169,6 +169,17 @@ def test_every_config_option_is_in_the_docs_table():
     assert not missing, f"docs/configuration.md's table lacks {missing}"
 
 
+def test_the_readme_peer_table_is_the_benchmarks_output():
+    """The README's comparison with RecBole is the newest ``benchmarks/peer_recbole.py`` output, unedited."""
+    readme = (REPO / "README.md").read_text()
+    begin, end = "<!-- peer table: benchmarks/peer_recbole.py --readme -->", "<!-- end of the peer table -->"
+    quoted = readme[readme.index(begin) + len(begin):readme.index(end)].strip()
+    newest = sorted((REPO / "results" / "speed").glob("*-peer-recbole.md"))[-1].read_text()
+    assert quoted and quoted in newest
+    assert "BPR s / epoch: bench | RecBole | bench / RecBole" in quoted
+    assert "`import recbole.quick_start`" in quoted
+
+
 def _help_examples() -> list[list[str]]:
     template = yaml.safe_load((CONF / "hydra" / "help" / "bench.yaml").read_text())["template"]
     return [line.split("#")[0].split()[3:] for line in template.splitlines()
