@@ -13,9 +13,9 @@ scores, Adam lr 0.001 with weight decay 1e-4), split into its parts, each timed 
 
 against the whole pipeline (an epoch of Lightning's fit over the same batches, with the run's
 callbacks that act during training: the checkpoint after every epoch, the time estimate; no
-validation; the median of the 2nd to 4th epochs, so without the fit's set-up) and the bare loop (forward, backward, Adam on
-pre-drawn tensors, written out by hand). "Lightning and the rest" is the pipeline minus the sum
-of the parts. Alternating rounds; the median of each part is printed.
+validation; the median of the 2nd to 4th epochs, so without the fit's set-up) and the bare loop
+(forward, backward, Adam on pre-drawn tensors, written out by hand). "Lightning and the rest" is
+the pipeline minus the sum of the parts. Alternating rounds; the median of each part is printed.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/profile_cheap_step.py [--dataset gowalla]
         [--loss bpr] [--batches 200] [--rounds 3] [overrides ...]

@@ -83,7 +83,7 @@ class EmbeddingModel(nn.Module):
                               "optimizer.weight_decay)")
         rows = (take_rows(user_table.weight, users), take_rows(item_table.weight, items),
                 take_rows(item_table.weight, negatives.reshape(-1)))
-        return 0.5 * sum(r.pow(2).sum() for r in rows) / max(users.numel(), 1)
+        return 0.5 * torch.stack([r.pow(2).sum() for r in rows]).sum() / max(users.numel(), 1)
 
     def normalise(self, x: Tensor) -> Tensor:
         """Rows of ``x`` as the score function sees them (unit length for cosine)."""
