@@ -206,14 +206,12 @@ class FullRankingEvaluator:
         return scores
 
     def _hits(self, target: CSR, users: Tensor, top: Tensor) -> Tensor:
-        """(b, L) bool: is top[r, j] one of users[r]'s target items? Read from a (b, n_items)
-        membership table of the chunk's targets (a byte per entry, a quarter of the chunk's
-        float32 scores): on CPU a binary search costs ~100 ns a listed item, more than filling the
-        table (Electronic: 2.6 ms a chunk of 2,006 users against 5.0 for a search over all targets)."""
-        rows, items = target.gather_rows(users)
-        member = torch.zeros(users.numel(), self.n_items, dtype=torch.bool, device=users.device)
-        member[rows, items] = True
-        return member.gather(1, top)
+        """(b, L) bool: is top[r, j] one of users[r]'s target items? A binary search per listed item
+        in the sorted targets (:meth:`~bench.datasets.base.CSR.contains`), which replaced a
+        (b, n_items) membership table of the chunk's targets: the hits of a whole test pass (2 idle
+        cores) 1 vs 3 ms on Health, 11 vs 22 ms on Electronic, 62 vs 55 ms on Gowalla, and the whole
+        pass, alternating in one process, Electronic 0.407 vs 0.410 s, Gowalla 2.61 vs 2.67 s (best of 7)."""
+        return target.contains(users.unsqueeze(1).expand_as(top), top)
 
     def evaluate(self, score_users: Callable[[Tensor], Tensor],
                  device: torch.device | str = "cpu") -> dict[str, Tensor]:

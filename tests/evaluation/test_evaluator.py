@@ -98,3 +98,19 @@ def test_metrics_of_many_chunks_at_once_equal_each_chunk_alone_and_the_dense_ref
     want = ranking_metrics(masked, target.dense_rows(ev.users), ks=(3, 10))
     for key in want:
         torch.testing.assert_close(together[key], want[key])
+
+
+
+def test_hits_are_the_targets_of_each_listed_item():
+    gen = torch.Generator().manual_seed(6)
+    n_users, n_items = 50, 400
+    pairs = torch.stack(torch.meshgrid(torch.arange(n_users), torch.arange(n_items), indexing="ij"), -1).reshape(-1, 2)
+    kind = torch.randint(0, 10, (pairs.shape[0],), generator=gen)
+    train = CSR.from_pairs(pairs[kind == 0], n_users, n_items)
+    target = CSR.from_pairs(pairs[kind == 1], n_users, n_items)
+    ev = FullRankingEvaluator(target, [train], ks=(1, 5, 20), max_scores=16 * n_items)
+    users = ev.users[:9]
+    top = torch.randint(0, n_items, (9, 21), generator=gen)  # repeats and every kind of item
+    hits = ev._hits(target, users, top)
+    assert torch.equal(hits, target.dense_rows(users).gather(1, top))
+    assert 0 < int(hits.sum()) < hits.numel()
