@@ -106,8 +106,10 @@ class UniformNegativeSampler:
     ``distinct=True`` a pair's N negatives are N distinct items, uniform over the N-subsets of
     the user's non-positives, as the SL@K reference code draws them (where N is close to the
     number of non-positives, as on Health, that sample covers more distinct items).
-    Membership is read from a (B, I) bitmap of the batch's users, which costs B*I bytes and
-    one gather, far less than a sorted-key search over B*N draws.
+    Membership is read from a (B, I) bitmap of the batch's users where a row's draws are many
+    (B*I bytes and one gather, far less than a search per draw at N = 1000), and by a binary
+    search per draw in the sorted training pairs where they are few (BPR's one negative a pair:
+    the bitmap would be most of the step); see :class:`_Positives`. The draws are the same.
 
     Args:
         train: the training positives per user.
