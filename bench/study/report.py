@@ -131,6 +131,14 @@ def rows_of(study: Study) -> list[Row]:
             label = paper_name(names["loss"], names["k"])
             variant = " ".join(o for o in study.rows[row] if not o.startswith(("loss=", "+loss=", "loss.k=")))
             out.append(Row(table, row, records, text, edge, paper, f"{label} {variant}".strip(), label))
+    # rows that differ only in what tuning chose (bpr-reg's none and embedding-regulariser rows) read alike:
+    # those labels carry their row's name
+    seen: dict[tuple[str, str], int] = {}
+    for computed in out:
+        seen[(computed.table, computed.label)] = seen.get((computed.table, computed.label), 0) + 1
+    for computed in out:
+        if seen[(computed.table, computed.label)] > 1:
+            computed.label = f"{computed.label} ({computed.row})"
     return out
 
 
