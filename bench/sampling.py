@@ -204,7 +204,7 @@ class UniformNegativeSampler:
         item twice in a row (each row a uniform n-subset of the user's non-positives)."""
         train = self.train.on(users.device)
         if not distinct:
-            return _non_positives(_Positives(train, users, n), n, generator)
+            return _non_positives(_Positives(train, users, n), n, generator)[0]
         positives = train.dense_rows(users)
         room = train.n_items - positives.sum(1)
         if bool((room < n).any()):
@@ -294,15 +294,15 @@ class PopularityNegativeSampler(UniformNegativeSampler):
                               "to false")
         train = self.train.on(users.device)
         positives = _Positives(train, users, n)
-        draws = _non_positives(positives, n, generator, lambda count: self._draw(count, generator, users.device),
-                               MAX_REDRAWS)
-        left = positives.full(draws)
+        draws, left = _non_positives(positives, n, generator,
+                                     lambda count: self._draw(count, generator, users.device), MAX_REDRAWS)
+        flat = draws.view(-1)
         # a user whose positives hold most of Q (rare): the rest drawn from Q restricted to its non-positives
-        for row in left.any(1).nonzero().squeeze(1).tolist():
+        for row in (left // n).unique().tolist():
+            at = left[left // n == row]
             own = train.dense_rows(users[row:row + 1])[0]
             probs = self.probs.to(users.device).masked_fill(own, 0.0)
-            draws[row, left[row]] = torch.multinomial(probs, int(left[row].sum()), replacement=True,
-                                                      generator=generator)
+            flat[at] = torch.multinomial(probs, at.numel(), replacement=True, generator=generator)
         return draws
 
 
@@ -363,11 +363,13 @@ class _Positives:
 
 
 def _non_positives(positives: _Positives, n: int, generator: torch.Generator,
-                   draw: Callable[[int], Tensor] | None = None, max_rounds: int | None = None) -> Tensor:
+                   draw: Callable[[int], Tensor] | None = None,
+                   max_rounds: int | None = None) -> tuple[Tensor, Tensor]:
     """(B, n) items drawn i.i.d. from each row's non-positives, by rejection: draw from all items,
     redraw only the hits, tracked by flat position. ``draw(count)``: ``count`` i.i.d. items from the
     proposal (None: uniform over the catalogue). After ``max_rounds`` of redraws (None: no limit)
-    the entries still on a positive are left there for the caller."""
+    the entries still on a positive are left there for the caller: the second value, their flat
+    positions in ascending order (empty when every draw is a non-positive)."""
     users = positives.users
     if draw is None:
         def draw(count: int) -> Tensor:
@@ -381,7 +383,7 @@ def _non_positives(positives: _Positives, n: int, generator: torch.Generator,
         flat[pending] = fresh
         pending = pending[positives.at(pending // n, fresh)]
         rounds += 1
-    return draws
+    return draws, pending
 
 
 def _distinct_non_positives(train: CSR, users: Tensor, positives: Tensor, n: int,
@@ -389,7 +391,7 @@ def _distinct_non_positives(train: CSR, users: Tensor, positives: Tensor, n: int
     """(B, n) n different non-positive items per row: i.i.d. draws, then every later copy of an
     item in its row drawn again until none is left (~n^2 / 2I copies per row at first). The rule
     treats all items alike, so each row's set is a uniform n-subset of its non-positives."""
-    draws = _non_positives(_Positives(train, users, n, bitmap=positives), n, generator)
+    draws, _ = _non_positives(_Positives(train, users, n, bitmap=positives), n, generator)
     rows = torch.arange(draws.shape[0], device=draws.device)
     while rows.numel():
         ordered, order = draws[rows].sort(dim=1, stable=True)
