@@ -7,6 +7,7 @@ the page ``docs/results/<study>.md``."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,9 +134,7 @@ def rows_of(study: Study) -> list[Row]:
             out.append(Row(table, row, records, text, edge, paper, f"{label} {variant}".strip(), label))
     # rows that differ only in what tuning chose (bpr-reg's none and embedding-regulariser rows) read alike:
     # those labels carry their row's name
-    seen: dict[tuple[str, str], int] = {}
-    for computed in out:
-        seen[(computed.table, computed.label)] = seen.get((computed.table, computed.label), 0) + 1
+    seen = Counter((computed.table, computed.label) for computed in out)
     for computed in out:
         if seen[(computed.table, computed.label)] > 1:
             computed.label = f"{computed.label} ({computed.row})"
