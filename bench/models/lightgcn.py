@@ -11,6 +11,7 @@ from bench.datasets.base import CSR
 from bench.errors import ConfigError
 from bench.models.mf import MF
 from bench.models.registry import MODELS
+from bench.models.sparse import sparse_product, to_csr, transpose_csr
 
 
 def normalized_adjacency(train: CSR, n_users: int, n_items: int) -> Tensor:
@@ -32,6 +33,18 @@ def normalized_adjacency(train: CSR, n_users: int, n_items: int) -> Tensor:
     return torch.sparse_coo_tensor(index, torch.cat([weight, weight]), (n, n), check_invariants=True).coalesce()
 
 
+def layer_mean(layers: list[Tensor]) -> Tensor:
+    """The mean of equal-shaped (n, d) layers: summed in order, then divided by their number.
+
+    The digits of ``torch.stack(layers).mean(0)`` (which also sums in order; tests/models/test_sparse_product.py
+    checks it), without the stacked copy and its backward split: 11 ms of a 107 ms LightGCN step on Gowalla.
+    """
+    total = layers[0]
+    for layer in layers[1:]:
+        total = total + layer
+    return total / len(layers)
+
+
 @MODELS.register("lightgcn")
 class LightGCN(MF):
     r"""LightGCN (He et al., SIGIR 2020):
@@ -39,14 +52,16 @@ class LightGCN(MF):
     over the joint user-item table :math:`E^{(0)}` (the free embeddings).
 
     The graph is the training interactions (validation and test excluded), given by
-    :meth:`bind`. Propagation runs once per training step and once per evaluation pass.
+    :meth:`bind`. Propagation runs once per training step and once per evaluation pass, as CSR
+    products (:func:`bench.models.sparse.sparse_product`).
 
     Args:
         n_users, n_items, dim, score, init, init_std: as :class:`~bench.models.mf.MF`.
         layers: L (2 in the SL@K paper).
     """
 
-    adjacency: Tensor  # a buffer set by bind()
+    adjacency: Tensor  # CSR, a buffer set by bind()
+    adjacency_t: Tensor  # its transpose (CSR), or empty where the adjacency is symmetric
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, layers: int = 2, score: str = "cosine",
                  init: str = "auto", init_std: float = 1.0) -> None:
@@ -55,23 +70,35 @@ class LightGCN(MF):
             raise ConfigError(f"model.layers must be >= 0, got {layers}")
         self.layers = int(layers)
         self.register_buffer("adjacency", torch.zeros(0), persistent=False)
+        self.register_buffer("adjacency_t", torch.zeros(0), persistent=False)
 
     def bind(self, data: TrainData) -> None:
-        self.adjacency = normalized_adjacency(data.train, self.n_users, self.n_items).to(self.user_emb.weight.device)
+        self.set_adjacency(normalized_adjacency(data.train, self.n_users, self.n_items), symmetric=True)
+
+    def set_adjacency(self, matrix: Tensor, symmetric: bool) -> None:
+        """Store the propagation matrix (sparse, (n_users + n_items)²) as CSR on the model's device, with
+        its transpose for the backward unless ``symmetric``."""
+        device = self.user_emb.weight.device
+        self.adjacency = to_csr(matrix).to(device)
+        self.adjacency_t = torch.zeros(0, device=device) if symmetric else transpose_csr(self.adjacency)
+
+    def spread(self, x: Tensor) -> Tensor:
+        """One propagation, adjacency @ x: (n_users + n_items, d) -> (n_users + n_items, d)."""
+        if self.adjacency.numel() == 0:
+            raise RuntimeError("bind() the model to the training data first")
+        return sparse_product(self.adjacency, x, self.adjacency_t if self.adjacency_t.numel() else None)
 
     def propagate(self, ego: Tensor) -> list[Tensor]:
         """[E^(1), ..., E^(L)] from E^(0) = ``ego`` (n_users + n_items, d)."""
-        if self.adjacency.numel() == 0 and self.layers:
-            raise RuntimeError("bind() the model to the training data first")
         out, x = [], ego
         for _ in range(self.layers):
-            x = torch.sparse.mm(self.adjacency, x)
+            x = self.spread(x)
             out.append(x)
         return out
 
     def embeddings(self) -> tuple[Tensor, Tensor]:
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
-        final = torch.stack([ego, *self.propagate(ego)]).mean(0)
+        final = layer_mean([ego, *self.propagate(ego)])
         return final[: self.n_users], final[self.n_users:]
 
 
@@ -102,7 +129,7 @@ class XSimGCL(LightGCN):
     def propagate(self, ego: Tensor) -> list[Tensor]:
         out, x = [], ego
         for _ in range(self.layers):
-            x = torch.sparse.mm(self.adjacency, x)
+            x = self.spread(x)
             if self.training:
                 x = perturb(x, self.noise_eps)
             out.append(x)
@@ -111,7 +138,7 @@ class XSimGCL(LightGCN):
     def embeddings(self) -> tuple[Tensor, Tensor]:
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         layers = self.propagate(ego)
-        final = torch.stack(layers).mean(0)
+        final = layer_mean(layers)
         if self.training and torch.is_grad_enabled():
             # the views of this very (gradient-carrying) propagation, for the contrastive term;
             # no-grad calls (ranks, threshold refreshes) must not replace them

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from bench.contracts import TrainData
 from bench.datasets.base import CSR
-from bench.models.lightgcn import LightGCN
+from bench.models.lightgcn import LightGCN, layer_mean
 from bench.models.registry import MODELS
 
 
@@ -56,20 +56,19 @@ class LightGCNpp(LightGCN):
         self.alpha, self.beta, self.gamma = float(alpha), float(beta), float(gamma)
 
     def bind(self, data: TrainData) -> None:
-        self.adjacency = scaled_adjacency(data.train, self.n_users, self.n_items, self.alpha,
-                                          self.beta).to(self.user_emb.weight.device)
+        # receiver and sender exponents differ, so the matrix is not symmetric unless alpha == beta
+        self.set_adjacency(scaled_adjacency(data.train, self.n_users, self.n_items, self.alpha, self.beta),
+                           symmetric=False)
 
     def propagate(self, ego: Tensor) -> list[Tensor]:
-        if self.adjacency.numel() == 0 and self.layers:
-            raise RuntimeError("bind() the model to the training data first")
         out, x = [], ego
         for _ in range(self.layers):
-            x = torch.sparse.mm(self.adjacency, F.normalize(x, dim=1, eps=1e-12))
+            x = self.spread(F.normalize(x, dim=1, eps=1e-12))
             out.append(x)
         return out
 
     def embeddings(self) -> tuple[Tensor, Tensor]:
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         layers = self.propagate(ego)
-        final = ego if not layers else self.gamma * ego + (1 - self.gamma) * torch.stack(layers).mean(0)
+        final = ego if not layers else self.gamma * ego + (1 - self.gamma) * layer_mean(layers)
         return final[: self.n_users], final[self.n_users:]

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from bench.errors import ConfigError
-from bench.models.lightgcn import LightGCN, info_nce, perturb
+from bench.models.lightgcn import LightGCN, info_nce, layer_mean, perturb
 from bench.models.registry import MODELS
 
 NOISES = ("uniform", "gaussian")
@@ -51,13 +51,13 @@ class SimGCL(LightGCN):
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         out, x = [], ego
         for _ in range(self.layers):
-            x = perturb(torch.sparse.mm(self.adjacency, x), self.noise_eps, uniform=self.noise == "uniform")
+            x = perturb(self.spread(x), self.noise_eps, uniform=self.noise == "uniform")
             out.append(x)
-        return torch.stack(out).mean(0)
+        return layer_mean(out)
 
     def embeddings(self) -> tuple[Tensor, Tensor]:
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
-        final = torch.stack(self.propagate(ego)).mean(0)
+        final = layer_mean(self.propagate(ego))
         return final[: self.n_users], final[self.n_users:]
 
     def extra_loss(self, users: Tensor, items: Tensor) -> Tensor | None:

@@ -9,6 +9,7 @@ from bench.contracts import TrainData
 from bench.errors import ConfigError
 from bench.models.mf import MF
 from bench.models.registry import MODELS
+from bench.models.sparse import sparse_product, to_csr, transpose_csr
 
 
 @MODELS.register("simplex")
@@ -38,20 +39,22 @@ class SimpleX(MF):
         self.gamma = float(gamma)
         self.history_map = nn.Linear(dim, dim, bias=False)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("history", torch.zeros(0), persistent=False)
+        self.register_buffer("history", torch.zeros(0), persistent=False)  # (n_users, n_items) CSR
+        self.register_buffer("history_t", torch.zeros(0), persistent=False)  # its transpose, for the backward
 
     def bind(self, data: TrainData) -> None:
         pairs = data.train.to_pairs()
         degree = data.train.degrees().clamp(min=1).float()
         weight = 1.0 / degree[pairs[:, 0]]  # the mean over each user's training items
-        self.history = torch.sparse_coo_tensor(pairs.T, weight, (self.n_users, self.n_items),
-                                               check_invariants=True).coalesce().to(self.user_emb.weight.device)
+        history = torch.sparse_coo_tensor(pairs.T, weight, (self.n_users, self.n_items), check_invariants=True)
+        self.history = to_csr(history).to(self.user_emb.weight.device)
+        self.history_t = transpose_csr(self.history)
 
     def embeddings(self) -> tuple[Tensor, Tensor]:
         if self.history.numel() == 0:
             raise RuntimeError("bind() the model to the training data first")
         items = self.item_emb.weight
-        mean = torch.sparse.mm(self.history, items)
+        mean = sparse_product(self.history, items, self.history_t)
         return self.gamma * self.user_emb.weight + (1 - self.gamma) * self.history_map(mean), items
 
     def training_queries(self, vectors: Tensor) -> Tensor:

@@ -1,0 +1,194 @@
+"""Where a graph backbone's training step goes (issue 47): LightGCN on Gowalla, the SL@K paper's run.
+
+The step of ``python -m bench +experiment=paper/table2_<model>_<dataset> loss=<loss>`` (the paper's
+tuned settings; ``--negatives`` chooses the protocol, by default one draw of N per group of 64 rows,
+``shared/16``), split into parts over the same ``--batches`` batches:
+
+    propagation   the backbone's embeddings (L sparse products over the normalised adjacency, the layer mean)
+    sampling      the negatives (the shared draws and each row's own positives among them)
+    loss          everything else in the forward: gathering, scoring, the loss
+    backward      loss.backward() (through the loss and the L products)
+    optimizer     Adam's step and zero_grad
+    after step    the loss's hook after the update (SL@K's threshold refresh; nothing for SL)
+
+each for the propagation as it runs now (CSR products, ``bench.models.sparse``) and as it ran
+before (``torch.sparse.mm`` on the COO adjacency, whose backward builds Aᵀ every call), in
+alternating rounds (medians printed). The bare limit is what no implementation can skip: the L
+products forward and L backward (the same CSR kernel), and the score matmul of the batch's queries
+with its draws, forward and backward, timed alone. The run's epoch and a 200-epoch run are projected from the step
+and one timed validation pass (every 5th epoch, as the paper's runs).
+
+    BENCH_DATA_DIR=../shared/data python benchmarks/profile_graph_step.py [--dataset gowalla]
+        [--model lightgcn] [--loss sl] [--negatives shared/16] [--batches 40] [--rounds 3] [overrides ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+
+from bench.allocator import retain_freed_memory, skip_uninitialised_fill
+from bench.composition import compose
+from bench.contracts import grouped_scores
+from bench.models.sparse import sparse_product
+from bench.run import build_datamodule
+from bench.sampling import negatives_generator
+from bench.step import after_update, negatives_overrides, train_step
+
+PARTS = ("propagation", "sampling", "loss", "backward", "optimizer", "after step")
+
+
+def timed(record: dict[str, float], key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` whose calls add their wall time to ``record[key]``."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record[key] += time.perf_counter() - t0
+    return wrapper
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="gowalla")
+    parser.add_argument("--model", default="lightgcn")
+    parser.add_argument("--loss", default="sl")
+    parser.add_argument("--negatives", default="shared/16", help="per_pair, shared or shared/G")
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("overrides", nargs="*", help="more key=value overrides of the run")
+    args = parser.parse_args()
+    retain_freed_memory(True)
+    skip_uninitialised_fill()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    out = tempfile.mkdtemp(prefix="bench-profile-")
+    cfg = compose([f"+experiment=paper/table2_{args.model}_{args.dataset}", f"loss={args.loss}", "logger=none",
+                   f"output_dir={out}", *negatives_overrides(args.negatives), *args.overrides])
+    dm = build_datamodule(cfg, seed=0)
+    dm.setup("fit")
+    n_epoch = len(dm.train_dataloader())
+    n = min(args.batches, n_epoch)
+    mode, groups = str(cfg.train.negatives), int(cfg.train.shared_groups)
+
+    def fresh():
+        L.seed_everything(0, verbose=False)
+        model = instantiate(cfg.model, n_users=dm.splits.n_users, n_items=dm.splits.n_items)
+        loss = instantiate(cfg.loss)
+        model.bind(dm.train_data)
+        loss.bind(dm.train_data)
+        return model, loss, instantiate(cfg.optimizer)(model.parameters())
+
+    model0, loss0, _ = fresh()
+    adjacency = model0.adjacency
+    coo = adjacency.to_sparse_coo().coalesce()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {args.dataset}: {dm.splits.n_users} users x "
+          f"{dm.splits.n_items} items, adjacency {adjacency.shape[0]} nodes / {coo._nnz()} entries; {args.model} "
+          f"({getattr(model0, 'layers', '?')} layers, d {model0.user_emb.weight.shape[1]}), loss {args.loss} "
+          f"(N {loss0.n_negatives}), negatives {args.negatives}; {n_epoch} batches an epoch, timing {n}")
+
+    def parts(propagation: str) -> dict[str, float]:
+        model, loss, opt = fresh()
+        if propagation == "coo":  # the earlier path: autograd through torch.sparse.mm on the COO matrix
+            model.spread = lambda x: torch.sparse.mm(coo, x)
+        t: dict[str, float] = defaultdict(float)
+        model.embeddings = timed(t, "propagation", model.embeddings)
+        for name in ("sample", "sample_shared", "shared_hits"):
+            setattr(dm.sampler, name, timed(t, "sampling", getattr(type(dm.sampler), name).__get__(dm.sampler)))
+        loader = dm.train_dataloader()
+        loader.sampler.set_epoch(0)
+        for b, rows in zip(range(n), loader):
+            t0 = time.perf_counter()
+            inner = t["propagation"] + t["sampling"]
+            output = train_step(model, loss, rows, sampler=dm.sampler, generator=negatives_generator("cpu", 0, 0, b),
+                                mode=mode, groups=groups)
+            t1 = time.perf_counter()
+            t["loss"] += t1 - t0 - (t["propagation"] + t["sampling"] - inner)
+            output.loss.backward()
+            t2 = time.perf_counter()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            t3 = time.perf_counter()
+            before_hook = t["propagation"]
+            after_update(loss, output)
+            t4 = time.perf_counter()
+            t["propagation"] = before_hook  # a refresh's own propagation counts in its hook
+            t["backward"] += t2 - t1
+            t["optimizer"] += t3 - t2
+            t["after step"] += t4 - t3
+        for name in ("sample", "sample_shared", "shared_hits"):
+            delattr(dm.sampler, name)
+        return dict(t)
+
+    # the bare limit: the products and the score matmul, alone, on the first batch's shapes
+    model, loss, _ = fresh()
+    rows = next(iter(dm.train_dataloader()))
+    ego = torch.cat([model.user_emb.weight, model.item_emb.weight]).detach()
+    generator = negatives_generator("cpu", 0, 0, 0)
+    if mode == "shared":  # (G, N): each group of rows against its draw
+        draws = dm.sampler.sample_shared(loss.n_negatives, generator, "cpu", groups=groups).view(groups, -1)
+    else:  # (B, N): a group per row
+        draws = dm.sampler.sample(rows[:, 0], loss.n_negatives, generator)
+
+    def bare_products() -> float:
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            x = ego
+            for _ in range(2 * model.layers):  # forward, then the backward's products (A is symmetric)
+                x = sparse_product(adjacency, x)
+        return time.perf_counter() - t0
+
+    def bare_scores() -> float:
+        queries = ego[rows[:, 0]].clone().requires_grad_(True)
+        items = ego[dm.splits.n_users + draws].clone().requires_grad_(True)
+        t0 = time.perf_counter()
+        grouped_scores(queries, items).sum().backward()
+        return time.perf_counter() - t0
+
+    rounds: dict[str, list[float]] = defaultdict(list)
+    parts("csr")  # warm-up
+    for _ in range(args.rounds):
+        for propagation in ("csr", "coo"):
+            for k, v in parts(propagation).items():
+                rounds[f"{propagation}:{k}"].append(v)
+        rounds["bare products"].append(statistics.median(bare_products() for _ in range(3)) * n)
+        rounds["bare scores"].append(statistics.median(bare_scores() for _ in range(3)) * n)
+    med = {k: statistics.median(v) for k, v in rounds.items()}
+    step = {p: sum(med.get(f"{p}:{k}", 0.0) for k in PARTS) for p in ("csr", "coo")}
+    bare = med["bare products"] + med["bare scores"]
+
+    model, _, _ = fresh()
+    model.eval()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        dm.val_evaluator.evaluate(model.full_scorer("valid"))
+    validation = time.perf_counter() - t0
+    epochs, every = int(cfg.trainer.max_epochs), int(cfg.trainer.check_val_every_n_epoch)
+
+    print("\n| part | now (CSR), ms / step | before (COO), ms / step |\n|---|---|---|")
+    for k in PARTS:
+        print(f"| {k} | {1000 * med.get(f'csr:{k}', 0.0) / n:.1f} | {1000 * med.get(f'coo:{k}', 0.0) / n:.1f} |")
+    print(f"| **step** | **{1000 * step['csr'] / n:.1f}** | **{1000 * step['coo'] / n:.1f}** |")
+    print(f"\nbare limit: {1000 * bare / n:.1f} ms / step ({model.layers} products forward and {model.layers} backward "
+          f"{1000 * med['bare products'] / n:.1f} ms, the score matmul forward and backward "
+          f"{1000 * med['bare scores'] / n:.1f} ms); step / bare: {step['csr'] / bare:.2f} now, "
+          f"{step['coo'] / bare:.2f} before")
+    print(f"a validation pass: {validation:.1f} s")
+    for p, label in (("csr", "now"), ("coo", "before")):
+        epoch = n_epoch * step[p] / n
+        total = epochs * epoch + (epochs // every) * validation
+        print(f"{label}: an epoch ≈ {epoch:.0f} s of steps; {epochs} epochs with {epochs // every} validations "
+              f"≈ {total / 3600:.2f} h")
+
+
+if __name__ == "__main__":
+    main()
