@@ -2,9 +2,9 @@
 
 ``torch.sparse.mm`` on a COO matrix is what graph backbones used first. On CPU its backward with
 respect to the dense operand builds and coalesces Aᵀ on every call; on Gowalla (70,846 nodes,
-1.47 M edges, d = 64, 2 cores) a 2-layer LightGCN propagation forward and backward took 279 ms,
-most of a step. Here A and Aᵀ are converted to CSR once, at ``bind``, and the backward is the
-product with the stored Aᵀ (A itself for a symmetric adjacency): 36 ms for the same work
+1.47 M entries, d = 64, 2 cores) a 2-layer LightGCN step spent 132 ms in the propagation and 163 ms
+in the backward. Here A and Aᵀ are converted to CSR once, at ``bind``, and the backward is the
+product with the stored Aᵀ (A itself for a symmetric adjacency): 37.5 and 54 ms, the step 317 -> 112 ms
 (``benchmarks/profile_graph_step.py``). On CPU the product is torch's row-parallel CSR kernel
 (``torch.sparse.mm(..., reduce="sum")``, 12% faster than MKL's ``@`` on Gowalla), whose digits are the
 COO path's, bit for bit, forward and gradient, at every width: each output row is the same ordered
