@@ -11,6 +11,10 @@ for every seed, but under whatever else the machine ran at the time; this is the
     BENCH_DATA_DIR=../shared/data python benchmarks/speed_epochs.py --cells table18/ml100k/lambdarank ...
         [--epochs 6] [--rounds 3] [--digits portable native] [--out FILE.md]
 
+A cell may add overrides after a colon, ``table2-mf/gowalla/slk-g16f:loss.t_beta=1`` (SL@K refreshing its
+thresholds every epoch: with the row's own t_beta, the median epoch is a plain one, and the schedule's
+average is plain + (refresh - plain) / t_beta).
+
 ``--digits portable native`` times each cell under both CPU-kernel modes (``BENCH_CPU_DIGITS``,
 bench/determinism.py): what the same digits on every CPU cost against each CPU's fastest kernels,
 for training epochs and for the full-ranking test (``timing_s.test``).
@@ -50,7 +54,8 @@ def epoch_seconds(overrides: list[str], epochs: int, workdir: Path, digits: str 
 
 
 def overrides_of(cell: str) -> list[str]:
-    """``study/table/row`` -> the row's overrides in that table of the study."""
+    """``study/table/row[:key=value,...]`` -> the row's overrides in that table of the study, then the extra ones."""
+    cell, _, extra = cell.partition(":")
     try:
         name, table, row = cell.split("/")
         study = load_study(name)
@@ -58,7 +63,7 @@ def overrides_of(cell: str) -> list[str]:
             raise BenchError(f"{name} has no row {row} in a table {table}")
     except (ValueError, BenchError) as exc:
         raise SystemExit(f"--cells {cell}: {exc} (write study/table/row, e.g. table18/ml100k/slk)") from None
-    return base_overrides(study, table, row)
+    return base_overrides(study, table, row) + [o for o in extra.split(",") if o]
 
 
 def main() -> int:
@@ -77,7 +82,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for cell, mode in runs:
-                where = Path(tmp) / f"{cell}-{mode}-{r}"
+                where = Path(tmp) / f"{runs.index((cell, mode))}-{r}"  # a cell's name may hold ':' and '='
                 times[(cell, mode)].append(epoch_seconds(cells[cell], args.epochs, where, mode))
                 print(f"round {r}: {cell} {mode or ''} {times[(cell, mode)][-1][0]:.2f} s/epoch", flush=True)
     lines = [f"Median training epoch and full-ranking test over {args.rounds} rounds of {args.epochs} epochs, one "
