@@ -88,6 +88,15 @@ class LightGCN(MF):
             raise RuntimeError("bind() the model to the training data first")
         return sparse_product(self.adjacency, x, self.adjacency_t if self.adjacency_t.numel() else None)
 
+    def split_nodes(self, nodes: Tensor) -> tuple[Tensor, Tensor]:
+        """(n_users + n_items, d) -> the (n_users, d) users' and (n_items, d) items' rows, as views.
+
+        ``split``'s backward joins the two gradients in one pass; two slices would each scatter theirs
+        into a zeroed full-size tensor and add the two (5 ms of a Gowalla step; the same digits, since
+        the other part's rows are exact zeros)."""
+        users, items = nodes.split([self.n_users, self.n_items])
+        return users, items
+
     def propagate(self, ego: Tensor) -> list[Tensor]:
         """[E^(1), ..., E^(L)] from E^(0) = ``ego`` (n_users + n_items, d)."""
         out, x = [], ego
@@ -99,7 +108,7 @@ class LightGCN(MF):
     def embeddings(self) -> tuple[Tensor, Tensor]:
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         final = layer_mean([ego, *self.propagate(ego)])
-        return final[: self.n_users], final[self.n_users:]
+        return self.split_nodes(final)
 
 
 @MODELS.register("xsimgcl")
@@ -143,7 +152,7 @@ class XSimGCL(LightGCN):
             # the views of this very (gradient-carrying) propagation, for the contrastive term;
             # no-grad calls (ranks, threshold refreshes) must not replace them
             self._views = (final, layers[self.contrast_layer - 1])
-        return final[: self.n_users], final[self.n_users:]
+        return self.split_nodes(final)
 
     def extra_loss(self, users: Tensor, items: Tensor) -> Tensor | None:
         if self._views is None or self.cl_weight == 0:

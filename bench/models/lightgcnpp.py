@@ -71,4 +71,4 @@ class LightGCNpp(LightGCN):
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         layers = self.propagate(ego)
         final = ego if not layers else self.gamma * ego + (1 - self.gamma) * layer_mean(layers)
-        return final[: self.n_users], final[self.n_users:]
+        return self.split_nodes(final)

@@ -58,7 +58,7 @@ class SimGCL(LightGCN):
     def embeddings(self) -> tuple[Tensor, Tensor]:
         ego = torch.cat([self.user_emb.weight, self.item_emb.weight])
         final = layer_mean(self.propagate(ego))
-        return final[: self.n_users], final[self.n_users:]
+        return self.split_nodes(final)
 
     def extra_loss(self, users: Tensor, items: Tensor) -> Tensor | None:
         if not (self.training and torch.is_grad_enabled()) or self.cl_weight == 0:
