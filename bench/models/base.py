@@ -39,6 +39,9 @@ class EmbeddingModel(nn.Module):
     n_items: int
 
     tasks: tuple[str, ...] = ("cf", "linkpred")
+    #: buffers that :meth:`bind` builds from the training data (a graph's sparse matrices): every
+    #: data-parallel rank builds the same ones, so DDP leaves them alone (it cannot broadcast sparse tensors)
+    bound_buffers: tuple[str, ...] = ()
 
     def __init__(self, n_users: int, n_items: int, score: str = "cosine") -> None:
         super().__init__()

@@ -62,6 +62,7 @@ class LightGCN(MF):
 
     adjacency: Tensor  # CSR, a buffer set by bind()
     adjacency_t: Tensor  # its transpose (CSR), or empty where the adjacency is symmetric
+    bound_buffers = ("adjacency", "adjacency_t")
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, layers: int = 2, score: str = "cosine",
                  init: str = "auto", init_std: float = 1.0) -> None:

@@ -29,6 +29,8 @@ class SimpleX(MF):
         dropout: on h_u in training (0.1 in RecBole and the authors' Gowalla config).
     """
 
+    bound_buffers = ("history", "history_t")
+
     def __init__(self, n_users: int, n_items: int, dim: int = 64, gamma: float = 0.5, dropout: float = 0.1,
                  score: str = "cosine", init: str = "auto", init_std: float = 1.0) -> None:
         super().__init__(n_users, n_items, dim=dim, score=score, init=init, init_std=init_std)

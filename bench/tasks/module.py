@@ -12,6 +12,7 @@ import lightning as L
 import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
 from bench.allocator import skip_uninitialised_fill
 from bench.distributed import gather_per_user
@@ -74,6 +75,9 @@ class RankingModule(L.LightningModule):
         if shared_groups > 1 and negatives != "shared":
             log.info("train.shared_groups=%d applies to train.negatives=shared only; ignored", shared_groups)
         self.model = model
+        # what bind() builds is the same on every rank; DDP would try to broadcast it and fails on sparse tensors
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+            self, [f"model.{name}" for name in getattr(model, "bound_buffers", ())])
         self.loss = loss
         self.optimizer_factory = optimizer
         self.seed = seed
