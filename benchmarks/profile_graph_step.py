@@ -37,7 +37,7 @@ import torch
 from hydra.utils import instantiate
 
 from bench.allocator import retain_freed_memory, skip_uninitialised_fill
-from bench.composition import compose
+from bench.composition import compose, config_groups
 from bench.contracts import grouped_scores
 from bench.models.sparse import sparse_product
 from bench.run import build_datamodule
@@ -71,6 +71,10 @@ def main() -> None:
     retain_freed_memory(True)
     skip_uninitialised_fill()
     torch.use_deterministic_algorithms(True, warn_only=True)
+    known = sorted(e for e in config_groups().get("experiment/paper", ()) if e.startswith("table2_"))
+    if f"table2_{args.model}_{args.dataset}" not in known:
+        raise SystemExit(f"no paper experiment table2_{args.model}_{args.dataset}; --model and --dataset from: "
+                         f"{', '.join(known)}")
     out = tempfile.mkdtemp(prefix="bench-profile-")
     cfg = compose([f"+experiment=paper/table2_{args.model}_{args.dataset}", f"loss={args.loss}", "logger=none",
                    f"output_dir={out}", *negatives_overrides(args.negatives), *args.overrides])
@@ -89,7 +93,11 @@ def main() -> None:
         return model, loss, instantiate(cfg.optimizer)(model.parameters())
 
     model0, loss0, _ = fresh()
+    if not hasattr(model0, "spread"):
+        raise SystemExit(f"--model {args.model}: not a graph backbone that propagates over an adjacency "
+                         "(lightgcn, xsimgcl, lightgcnpp, simgcl)")
     adjacency = model0.adjacency
+    adjacency_t = model0.adjacency_t if model0.adjacency_t.numel() else None
     coo = adjacency.to_sparse_coo().coalesce()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {args.dataset}: {dm.splits.n_users} users x "
           f"{dm.splits.n_items} items, adjacency {adjacency.shape[0]} nodes / {coo._nnz()} entries; {args.model} "
@@ -140,8 +148,8 @@ def main() -> None:
         t0 = time.perf_counter()
         with torch.no_grad():
             x = ego
-            for _ in range(2 * model.layers):  # forward, then the backward's products (A is symmetric)
-                x = sparse_product(adjacency, x)
+            for layer in range(2 * model.layers):  # forward with A, then the backward's products with Aᵀ
+                x = sparse_product(adjacency if layer < model.layers or adjacency_t is None else adjacency_t, x)
         return time.perf_counter() - t0
 
     def bare_scores() -> float:

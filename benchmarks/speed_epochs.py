@@ -13,7 +13,8 @@ for every seed, but under whatever else the machine ran at the time; this is the
 
 A cell may add overrides after a colon, ``table2-mf/gowalla/slk-g16f:loss.t_beta=1`` (SL@K refreshing its
 thresholds every epoch: with the row's own t_beta, the median epoch is a plain one, and the schedule's
-average is plain + (refresh - plain) / t_beta).
+average is plain + (refresh - plain) / t_beta). They come after the row's own; the script then sets
+``trainer.max_epochs``, ``trainer.check_val_every_n_epoch``, ``logger`` and ``hydra.run.dir`` itself.
 
 ``--digits portable native`` times each cell under both CPU-kernel modes (``BENCH_CPU_DIGITS``,
 bench/determinism.py): what the same digits on every CPU cost against each CPU's fastest kernels,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -62,8 +64,10 @@ def overrides_of(cell: str) -> list[str]:
         if table not in study.tables or row not in study.rows_of(table):
             raise BenchError(f"{name} has no row {row} in a table {table}")
     except (ValueError, BenchError) as exc:
-        raise SystemExit(f"--cells {cell}: {exc} (write study/table/row, e.g. table18/ml100k/slk)") from None
-    return base_overrides(study, table, row) + [o for o in extra.split(",") if o]
+        raise SystemExit(f"--cells {cell}{':' + extra if extra else ''}: {exc} (write study/table/row[:key=value,...], "
+                         "e.g. table18/ml100k/slk)") from None
+    # a comma starts the next override only before "key=": list values such as eval.ks=[10,20] keep theirs
+    return base_overrides(study, table, row) + [o for o in re.split(r",(?=[\w.+~/-]+=)", extra) if o]
 
 
 def main() -> int:

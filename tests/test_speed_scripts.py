@@ -25,9 +25,9 @@ def test_a_cell_takes_extra_overrides_after_a_colon():
     speed_epochs = _load("speed_epochs")
     plain = speed_epochs.overrides_of("table2-mf/gowalla/slk-g16f")
     assert "loss=slk" in plain and "train.shared_groups=16" in plain
-    extra = speed_epochs.overrides_of("table2-mf/gowalla/slk-g16f:loss.t_beta=1,seed=3")
-    assert extra == [*plain, "loss.t_beta=1", "seed=3"]  # last, so they win
-    with pytest.raises(SystemExit, match="has no row nope"):
+    extra = speed_epochs.overrides_of("table2-mf/gowalla/slk-g16f:loss.t_beta=1,eval.ks=[10,20],+x.y=2")
+    assert extra == [*plain, "loss.t_beta=1", "eval.ks=[10,20]", "+x.y=2"]  # after the row's own, so they win
+    with pytest.raises(SystemExit, match=r"nope:loss.t_beta=1: table2-mf has no row nope"):
         speed_epochs.overrides_of("table2-mf/gowalla/nope:loss.t_beta=1")
 
 

@@ -56,9 +56,9 @@ class LightGCNpp(LightGCN):
         self.alpha, self.beta, self.gamma = float(alpha), float(beta), float(gamma)
 
     def bind(self, data: TrainData) -> None:
-        # receiver and sender exponents differ, so the matrix is not symmetric unless alpha == beta
+        # with different receiver and sender exponents the matrix is not symmetric
         self.set_adjacency(scaled_adjacency(data.train, self.n_users, self.n_items, self.alpha, self.beta),
-                           symmetric=False)
+                           symmetric=self.alpha == self.beta)
 
     def propagate(self, ego: Tensor) -> list[Tensor]:
         out, x = [], ego

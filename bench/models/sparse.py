@@ -9,7 +9,12 @@ product with the stored Aᵀ (A itself for a symmetric adjacency): 37.5 and 54 m
 (``torch.sparse.mm(..., reduce="sum")``, 12% faster than MKL's ``@`` on Gowalla), whose digits are the
 COO path's, bit for bit, forward and gradient, at every width: each output row is the same ordered
 sum over the row's stored entries (MKL's ``@`` differs in the last bits at d of 4 to 24;
-tests/models/test_sparse_product.py checks it). Other devices use ``@``.
+tests/models/test_sparse_product.py checks it). Other devices use ``@`` (cuSPARSE), whose digits are not
+checked against the COO path here.
+
+A bound model's CSR buffers cannot be deep-copied (torch has no storage access for CSR tensors):
+``copy.deepcopy`` of a graph backbone fails after ``bind``, so weight-averaging callbacks that copy the
+module (SWA, EMA) need the copy made before ``bind`` or ``bind`` called again on the copy.
 """
 
 from __future__ import annotations

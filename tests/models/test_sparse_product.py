@@ -2,12 +2,13 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bench.contracts import TrainData
 from bench.datasets import CSR
 from bench.models import LightGCN
 from bench.models.lightgcn import layer_mean, normalized_adjacency
-from bench.models.lightgcnpp import scaled_adjacency
+from bench.models.lightgcnpp import LightGCNpp, scaled_adjacency
 from bench.models.simplex import SimpleX
 from bench.models.sparse import sparse_product, to_csr, transpose_csr
 
@@ -80,6 +81,36 @@ def test_lightgcn_step_gradients_equal_the_coo_propagation():
     assert torch.equal(torch.cat([model.user_emb.weight.grad, model.item_emb.weight.grad]), ego.grad)
 
 
+@pytest.mark.parametrize("alpha,beta", [(0.6, -0.1), (0.5, 0.5)])
+def test_lightgcnpp_gradients_equal_the_coo_propagation(alpha, beta):
+    data = _data()
+    torch.manual_seed(0)
+    model = LightGCNpp(300, 500, dim=64, layers=2, alpha=alpha, beta=beta, gamma=0.2)
+    model.bind(data)
+    assert (model.adjacency_t.numel() == 0) == (alpha == beta)  # only the symmetric one keeps no transpose
+    users, items = model.embeddings()
+    (users[:50] @ items[:80].T).pow(2).sum().backward()
+    coo = scaled_adjacency(data.train, 300, 500, alpha, beta)
+    ego = torch.cat([model.user_emb.weight, model.item_emb.weight]).detach().requires_grad_(True)
+    x, layers = ego, []
+    for _ in range(2):
+        x = torch.sparse.mm(coo, F.normalize(x, dim=1, eps=1e-12))
+        layers.append(x)
+    final = 0.2 * ego + 0.8 * torch.stack(layers).mean(0)
+    (final[:50] @ final[300:380].T).pow(2).sum().backward()
+    assert torch.equal(torch.cat([users, items]).detach(), final.detach())
+    assert torch.equal(torch.cat([model.user_emb.weight.grad, model.item_emb.weight.grad]), ego.grad)
+
+
+def test_an_adjacency_called_symmetric_must_be():
+    data = _data(n_users=20, n_items=30, n_pairs=60)
+    model = LightGCN(20, 30, dim=4, layers=1)
+    with pytest.raises(ValueError, match="given as symmetric is not; pass symmetric=False"):
+        model.set_adjacency(scaled_adjacency(data.train, 20, 30, 0.6, -0.1), symmetric=True)
+    model.set_adjacency(scaled_adjacency(data.train, 20, 30, 0.6, -0.1), symmetric=False)
+    assert model.adjacency_t.layout == torch.sparse_csr
+
+
 def test_simplex_history_gradient_reaches_the_history_items():
     data = _data(n_users=20, n_items=30, n_pairs=60)
     model = SimpleX(20, 30, dim=8, gamma=0.0, dropout=0.0)
@@ -87,7 +118,8 @@ def test_simplex_history_gradient_reaches_the_history_items():
     users, _ = model.embeddings()
     users[3].sum().backward()
     touched = set(model.item_emb.weight.grad.abs().sum(1).nonzero().flatten().tolist())
-    assert touched == set(data.train.to_pairs()[data.train.to_pairs()[:, 0] == 3, 1].tolist())
+    history = set(data.train.to_pairs()[data.train.to_pairs()[:, 0] == 3, 1].tolist())
+    assert history and touched == history
 
 
 def test_an_unbound_graph_backbone_says_to_bind():
