@@ -49,12 +49,12 @@ def _product(matrix: Tensor, x: Tensor) -> Tensor:
 
 class _FixedSparseProduct(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, matrix: Tensor, transposed: Tensor, x: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(ctx, matrix: Tensor, transposed: Tensor, x: Tensor) -> Tensor:
         ctx.transposed = transposed
         return _product(matrix, x)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[None, None, Tensor | None]:  # type: ignore[override]
+    def backward(ctx, grad: Tensor) -> tuple[None, None, Tensor | None]:
         return None, None, _product(ctx.transposed, grad.contiguous()) if ctx.needs_input_grad[2] else None
 
 
