@@ -18,6 +18,13 @@ products forward and L backward (the same CSR kernel), and the score matmul of t
 with its draws, forward and backward, timed alone. The run's epoch and a 200-epoch run are projected from the step
 and one timed validation pass (every 5th epoch, as the paper's runs).
 
+With shared draws, the restricted floor is the bare limit of a propagation that computes the last layer only for the rows the
+step uses (S: the batch's users, positives and draws): L - 1 full products forward, the last one over A's
+rows in S (built from A's CSR each step), and backward the last layer's product with A[S]ᵀ (A's entries
+in columns S, masked from A's CSR: A is symmetric; or the full product where that is cheaper) then L - 1
+full ones. Each part gives the full
+product's digits on its rows (checked when printed); it is the most that restricting the last layer can save.
+
     BENCH_DATA_DIR=../shared/data python benchmarks/profile_graph_step.py [--dataset gowalla]
         [--model lightgcn] [--loss sl] [--negatives shared/16] [--batches 40] [--rounds 3] [overrides ...]
 """
@@ -161,6 +168,47 @@ def main() -> None:
         grouped_scores(queries, items).sum().backward()
         return time.perf_counter() - t0
 
+    symmetric = adjacency_t is None and model.layers >= 1 and mode == "shared"
+    # the restricted floor's parts on the first batch's rows S (users, positives, draws: sorted node ids)
+    n_nodes = adjacency.shape[0]
+    crow, col, val = adjacency.crow_indices(), adjacency.col_indices(), adjacency.values()
+    degree = crow[1:] - crow[:-1]
+    needed = torch.unique(torch.cat([rows[:, 0], dm.splits.n_users + rows[:, 1], dm.splits.n_users + draws.reshape(-1)]))
+
+    def row_slice() -> torch.Tensor:  # A[S, :]
+        d = degree[needed]
+        starts = torch.zeros(needed.numel() + 1, dtype=crow.dtype)
+        torch.cumsum(d, 0, out=starts[1:])
+        entries = torch.repeat_interleave(crow[needed] - starts[:-1], d) + torch.arange(int(starts[-1]))
+        return torch.sparse_csr_tensor(starts, col[entries], val[entries], (needed.numel(), n_nodes),
+                                       check_invariants=False)
+
+    def column_mask() -> torch.Tensor:  # A[:, S] (= A[S, :]ᵀ for a symmetric A), as an (n, n) CSR
+        inside = torch.zeros(n_nodes, dtype=torch.bool)
+        inside[needed] = True
+        kept = inside[col]
+        counts = torch.zeros(col.numel() + 1, dtype=crow.dtype)
+        torch.cumsum(kept, 0, out=counts[1:])
+        return torch.sparse_csr_tensor(counts[crow], col[kept], val[kept], (n_nodes, n_nodes), check_invariants=False)
+
+    grad_rows = torch.zeros_like(ego)
+    grad_rows[needed] = torch.randn(needed.numel(), ego.shape[1])
+    restricted_checks = (torch.equal(sparse_product(row_slice(), ego), sparse_product(adjacency, ego)[needed])
+                         and torch.equal(sparse_product(column_mask(), grad_rows), sparse_product(adjacency, grad_rows)))
+
+    def restricted_parts() -> dict[str, float]:
+        t: dict[str, float] = {}
+        for name, fn in (("full product", lambda: sparse_product(adjacency, ego)), ("row slice", row_slice),
+                         ("column mask", column_mask)):
+            t0 = time.perf_counter()
+            out = fn()
+            t[name] = time.perf_counter() - t0
+            if name != "full product":
+                t0 = time.perf_counter()
+                sparse_product(out, ego if name == "row slice" else grad_rows)
+                t[f"{name} product"] = time.perf_counter() - t0
+        return t
+
     rounds: dict[str, list[float]] = defaultdict(list)
     parts("csr")  # warm-up
     for _ in range(args.rounds):
@@ -169,6 +217,10 @@ def main() -> None:
                 rounds[f"{propagation}:{k}"].append(v)
         rounds["bare products"].append(statistics.median(bare_products() for _ in range(3)) * n)
         rounds["bare scores"].append(statistics.median(bare_scores() for _ in range(3)) * n)
+        if symmetric:
+            for _ in range(3):
+                for k, v in restricted_parts().items():
+                    rounds[f"restricted:{k}"].append(v * n)
     med = {k: statistics.median(v) for k, v in rounds.items()}
     step = {p: sum(med.get(f"{p}:{k}", 0.0) for k in PARTS) for p in ("csr", "coo")}
     bare = med["bare products"] + med["bare scores"]
@@ -190,6 +242,18 @@ def main() -> None:
     print(f"\nbare limit: {1000 * bare / n:.1f} ms / step ({model.layers} products forward and {model.layers} backward "
           f"{1000 * med['bare products'] / n:.1f} ms; {scores}); step / bare: {step['csr'] / bare:.2f} now, "
           f"{step['coo'] / bare:.2f} before")
+    if symmetric:
+        r = {k.split(":", 1)[1]: 1000 * v / n for k, v in med.items() if k.startswith("restricted:")}
+        forward = (model.layers - 1) * r["full product"] + r["row slice"] + r["row slice product"]
+        # the last layer's backward product: over A's columns in S, or the full product where masking costs more
+        last = min(r["column mask"] + r["column mask product"], r["full product"])
+        backward = last + (model.layers - 1) * r["full product"]
+        print(f"restricted floor: {forward + backward:.1f} ms / step of products against {2 * model.layers} full, "
+              f"{2 * model.layers * r['full product']:.1f} ms (S: {needed.numel()} of {n_nodes} nodes, "
+              f"{int(degree[needed].sum())} of {col.numel()} entries; a full product {r['full product']:.1f} ms; "
+              f"last layer forward {r['row slice']:.1f} ms building A[S, :] + {r['row slice product']:.1f} ms, "
+              f"backward {r['column mask']:.1f} ms masking A[:, S] + {r['column mask product']:.1f} ms; the same "
+              f"digits: {'yes' if restricted_checks else 'NO'})")
     print(f"a validation pass: {validation:.1f} s")
     for p, label in (("csr", "now"), ("coo", "before")):
         epoch = n_epoch * step[p] / n
