@@ -18,12 +18,12 @@ products forward and L backward (the same CSR kernel), and the score matmul of t
 with its draws, forward and backward, timed alone. The run's epoch and a 200-epoch run are projected from the step
 and one timed validation pass (every 5th epoch, as the paper's runs).
 
-With shared draws, the restricted floor is the bare limit of a propagation that computes the last layer only for the rows the
-step uses (S: the batch's users, positives and draws): L - 1 full products forward, the last one over A's
-rows in S (built from A's CSR each step), and backward the last layer's product with A[S]ᵀ (A's entries
-in columns S, masked from A's CSR: A is symmetric; or the full product where that is cheaper) then L - 1
-full ones. Each part gives the full
-product's digits on its rows (checked when printed); it is the most that restricting the last layer can save.
+With shared draws, the restricted floor is the bare limit of a propagation that computes the last
+layer only for the rows the step uses (S: the batch's users, positives and draws): L - 1 full products
+forward, the last one over A's rows in S (built from A's CSR each step); backward, the last layer's
+product with A[S]ᵀ (A's entries in columns S, masked from A's CSR as A is symmetric, or the full product
+where that is cheaper), then L - 1 full ones. Each part gives the full product's digits on its rows
+(checked when printed); it is the most that restricting the last layer can save.
 
     BENCH_DATA_DIR=../shared/data python benchmarks/profile_graph_step.py [--dataset gowalla]
         [--model lightgcn] [--loss sl] [--negatives shared/16] [--batches 40] [--rounds 3] [overrides ...]
@@ -173,7 +173,8 @@ def main() -> None:
     n_nodes = adjacency.shape[0]
     crow, col, val = adjacency.crow_indices(), adjacency.col_indices(), adjacency.values()
     degree = crow[1:] - crow[:-1]
-    needed = torch.unique(torch.cat([rows[:, 0], dm.splits.n_users + rows[:, 1], dm.splits.n_users + draws.reshape(-1)]))
+    items = dm.splits.n_users + torch.cat([rows[:, 1], draws.reshape(-1)])
+    needed = torch.unique(torch.cat([rows[:, 0], items]))
 
     def row_slice() -> torch.Tensor:  # A[S, :]
         d = degree[needed]
@@ -193,8 +194,9 @@ def main() -> None:
 
     grad_rows = torch.zeros_like(ego)
     grad_rows[needed] = torch.randn(needed.numel(), ego.shape[1])
-    restricted_checks = (torch.equal(sparse_product(row_slice(), ego), sparse_product(adjacency, ego)[needed])
-                         and torch.equal(sparse_product(column_mask(), grad_rows), sparse_product(adjacency, grad_rows)))
+    restricted_checks = (
+        torch.equal(sparse_product(row_slice(), ego), sparse_product(adjacency, ego)[needed])
+        and torch.equal(sparse_product(column_mask(), grad_rows), sparse_product(adjacency, grad_rows)))
 
     def restricted_parts() -> dict[str, float]:
         t: dict[str, float] = {}
