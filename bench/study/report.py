@@ -131,7 +131,8 @@ def rows_of(study: Study) -> list[Row]:
                 records += part
             label = paper_name(names["loss"], names["k"])
             variant = " ".join(o for o in study.rows[row] if not o.startswith(("loss=", "+loss=", "loss.k=")))
-            out.append(Row(table, row, records, text, edge, paper, f"{label} {variant}".strip(), label))
+            shown = study.labels.get(row, f"{label} {variant}".strip())
+            out.append(Row(table, row, records, text, edge, paper, shown, label))
     # rows that differ only in what tuning chose (bpr-reg's none and embedding-regulariser rows) read alike:
     # those labels carry their row's name
     seen = Counter((computed.table, computed.label) for computed in out)
@@ -354,10 +355,40 @@ def page(study: Study, rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def view_comparisons(study: Study, rows: list[Row], view: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """A view's paired tests against its own baseline: row -> {vs_baseline, p_seeds, p_users, p_users_holm
+    (Holm over the view's rows), and vs_baseline:<m>, p_seeds:<m> for the study's compare_also}; {} without one."""
+    by_row = {r.row: r for r in rows if r.table == view["table"]}
+    base = by_row.get(view.get("baseline") or "")
+    if base is None or not base.records:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for name in view["rows"]:
+        r = by_row.get(name)
+        if r is None or r is base or not r.records:
+            continue
+        c = compare(r.records, base.records, study.metric)
+        out[name] = {"vs_baseline": c.rel_change, "p_seeds": c.p_seed_t, "p_users": c.p_user_wilcoxon}
+        for m in study.compare_also:
+            also = compare(r.records, base.records, m)
+            out[name].update({"vs_baseline:" + m: also.rel_change, "p_seeds:" + m: also.p_seed_t})
+    for name, p in zip(out, holm([v["p_users"] for v in out.values()]), strict=True):
+        out[name]["p_users_holm"] = p
+    return out
+
+
 def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[str]:
-    """Another table of the same runs: ``view``'s rows, each metric as mean ± CI (paper, gap)."""
+    """Another table of the same runs: ``view``'s rows, each metric as mean ± CI (paper, gap), and where
+    the view has a baseline each row's paired tests against it."""
     by_row = {r.row: r for r in rows if r.table == view["table"]}
     head = ["row", "runs", *view["metrics"]]
+    baseline = view.get("baseline")
+    tests = view_comparisons(study, rows, view)
+    if baseline:
+        against = f"vs {by_row[baseline].label if baseline in by_row else baseline}"
+        head += [f"{study.metric} {against}", "p (paired runs)", f"p ({study.per}, Holm over this table)"]
+        for m in study.compare_also:
+            head += [f"{m} {against}", f"p ({m}, paired runs)"]
     lines = [f"## {view['title']}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in view["rows"]:
         r = by_row.get(name)
@@ -378,6 +409,11 @@ def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[
                 cell += f"; reference protocol {fmt(ref)}"
                 cell += f" ({pct(ref / r.paper[m] - 1)})" if r.paper.get(m) else ""
             cells.append(cell)
+        if baseline:
+            t = tests.get(name)
+            cells += [pct(t["vs_baseline"]), pval(t["p_seeds"]), pval(t["p_users_holm"])] if t else ["", "", ""]
+            for m in study.compare_also:
+                cells += [pct(t["vs_baseline:" + m]), pval(t["p_seeds:" + m])] if t else ["", ""]
         lines.append("| " + " | ".join(cells) + " |")
     if view.get("note"):
         lines += ["", view["note"]]

@@ -17,14 +17,15 @@
     metric: ndcg@20          # the metric of the paired tests
     compare_also: [recall@20]    # more metrics compared with the baseline (t over paired runs only)
     columns: [fit_s]         # more ledger (or recorded) columns shown, as the mean over runs
-    labels: {fit_s: fit (s)} # the columns' headings
+    labels: {fit_s: fit (s)} # the columns' headings, and rows' names where the loss and its overrides say too much
     metrics: [hit@20, ndcg@20]
     sampled: [hit@10, ndcg@10]   # the biased sampled protocol's, shown apart
     per_user: [ndcg@20, hit@20]  # per-user test values kept beside the ledgers (paired tests outlive run folders)
     holm: study              # Holm's family: every comparison of the study, or of each table
     per: users               # what the per-user test pairs (users, queries, nodes)
     ref: {overrides: [eval.test_masks_valid=false], metrics: [ndcg@20]}   # a re-test of each run's best model
-    views: []                # more tables of the same runs: [{title, table, rows, metrics}]
+    views: []                # more tables of the same runs: [{title, table, rows, metrics}], each
+                             # optionally with baseline: a row of the table the view's rows are paired with
     paper: {}                # the paper's values where the experiments' ``paper:`` nodes lack
                              # them: {table: {row: {metric: value}}}; ``none``: the paper has no
                              # values for these runs (not even the experiments')
@@ -304,13 +305,18 @@ def _seeds(name: str, where: str, seeds: Any) -> tuple[int, ...]:
 
 def _view(name: str, spec: Any, tables: Mapping[str, Any], rows: Mapping[str, Any]) -> dict[str, Any]:
     """``{title, table, rows, metrics}``: another table of the same runs (the paper's Table 3 of
-    Table 2's runs, say)."""
+    Table 2's runs, say), optionally with ``baseline``: the row the view's rows are paired with (a second
+    baseline beside the study's, e.g. every new loss against SL@20 where the tables compare with SL)."""
     if not isinstance(spec, dict) or not {"title", "table", "rows", "metrics"} <= set(spec):
         raise _fail(name, "a view needs title, table, rows and metrics")
     if spec["table"] not in tables or any(r not in rows for r in spec["rows"]):
         raise _fail(name, f"view {spec['title']!r} names a table or rows the study lacks")
+    baseline = spec.get("baseline")
+    if baseline is not None and baseline not in spec["rows"]:
+        raise _fail(name, f"view {spec['title']!r}: baseline {baseline!r} is not one of its rows")
     return {"title": str(spec["title"]), "table": str(spec["table"]), "rows": tuple(spec["rows"]),
-            "metrics": _names(name, "views.metrics", spec["metrics"]), "note": str(spec.get("note", ""))}
+            "metrics": _names(name, "views.metrics", spec["metrics"]), "note": str(spec.get("note", "")),
+            "baseline": None if baseline is None else str(baseline)}
 
 
 def _curve(name: str, spec: Any) -> dict[str, Any]:

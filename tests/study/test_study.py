@@ -126,6 +126,32 @@ def test_the_report_is_the_statistics_of_the_ledgers(tmp_path):
     assert (study.folder / "summary.csv").is_file()
 
 
+def test_a_view_pairs_its_rows_with_its_own_baseline(tmp_path):
+    """A second baseline beside the study's (every new loss against SL@20 where the tables compare with SL):
+    the view's tests are paired t over seeds against that row, Holm over the view's rows."""
+    body = TUNED.replace("    tune:", """    views:
+      - {title: "Against BCE", table: synth, rows: [bce, sl, slk], metrics: [ndcg@20], baseline: bce}
+    tune:""")
+    study = _study(tmp_path, body)
+    study = study.__class__(**{**study.__dict__, "seeds": (0, 1, 2), "tune": None})
+    values = {"sl": [0.30, 0.32, 0.31], "bce": [0.20, 0.25, 0.21], "slk": [0.33, 0.34, 0.36]}
+    for job in plan(study, tmp_path / "runs", (FINAL,)):
+        res = RunResult(status="completed", overrides=list(job.overrides), config={"seed": job.seed},
+                        best={"epoch": 1, "val": {}}, test={"ndcg@20": values[job.row][job.seed]}, finished_at="t")
+        update_ledger(job.ledger, [ledger_row(res)])
+    _, page = write_report(study, pages=tmp_path / "pages")
+    text = page.read_text()
+    bce = np.array(values["bce"])
+    for row, label in (("sl", "SL"), ("slk", "SL@20")):
+        x = np.array(values[row])
+        line = next(s for s in text.splitlines() if s.startswith(f"| {label} | 3 |") and "vs BCE" not in s
+                    and s.count("|") == 7)
+        assert pct(x.mean() / bce.mean() - 1) in line and pval(stats.ttest_rel(x, bce).pvalue) in line
+    assert "| ndcg@20 vs BCE | p (paired runs) | p (users, Holm over this table) |" in text
+    with pytest.raises(ConfigError, match="baseline 'bsl' is not one of its rows"):
+        _study(tmp_path, body.replace("baseline: bce}", "baseline: bsl}"))
+
+
 def test_number_formats():
     assert (fmt(0.16704), fmt(1.5), fmt(math.nan)) == (".1670", "1.5000", "–")
     assert (pct(0.026), pct(-0.0151)) == ("+2.6%", "−1.5%")
