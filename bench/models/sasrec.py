@@ -102,6 +102,8 @@ class SASRec(EmbeddingModel):
             with dropout off; only the dropout draws differ. On Amazon Beauty and Games, where a
             user holds ~7 training items and 13% of a padded batch is real, this encodes ~5x fewer
             positions. Evaluation is not packed.
+        separate_output: score items with their own (n_items, d) table instead of the input table
+            (gSASRec's ``reuse_item_embeddings=False``, Petrov & Macdonald 2023); xavier-normal as the input's.
     """
 
     seq_items: Tensor  # buffers set by bind()
@@ -112,7 +114,7 @@ class SASRec(EmbeddingModel):
 
     def __init__(self, n_users: int, n_items: int, dim: int = 64, max_len: int = 50, layers: int = 2,
                  heads: int = 1, dropout: float = 0.2, score: str = "dot", chunk: int = 1024,
-                 pack: bool = False) -> None:
+                 pack: bool = False, separate_output: bool = False) -> None:
         super().__init__(n_users, n_items, score)
         if max_len < 1 or dim % heads:
             raise ConfigError(f"model.max_len must be >= 1 and model.dim divisible by model.heads "
@@ -127,6 +129,11 @@ class SASRec(EmbeddingModel):
         nn.init.xavier_normal_(self.item_emb.weight)
         with torch.no_grad():
             self.item_emb.weight[self.pad].zero_()
+        # made after every other table so that the shared-table model draws the same initial weights
+        self.out_emb: nn.Embedding | None = None
+        if separate_output:
+            self.out_emb = nn.Embedding(n_items, dim)
+            nn.init.xavier_normal_(self.out_emb.weight)
         for name_ in ("seq_items", "seq_indptr", "valid_item"):
             self.register_buffer(name_, torch.zeros(0, dtype=torch.long), persistent=False)
 
@@ -219,6 +226,9 @@ class SASRec(EmbeddingModel):
 
     # scoring ------------------------------------------------------------------------
     def _item_emb(self) -> Tensor:
+        """(n_items, d) the table items are scored with."""
+        if self.out_emb is not None:
+            return self.out_emb.weight
         return self.item_emb.weight[: self.n_items]  # without the padding row
 
     def embeddings(self) -> tuple[Tensor, Tensor]:

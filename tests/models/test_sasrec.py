@@ -82,3 +82,29 @@ def test_packed_training_encodes_the_same_pairs_and_states_as_the_padded_one():
     b = packed.train().encode(rows)
     assert torch.equal(b.users, a.users) and torch.equal(b.items, a.items) and torch.equal(b.pair_ids, a.pair_ids)
     assert b.vectors.shape == a.vectors.shape and b.vectors.requires_grad
+
+
+def test_a_separate_output_table_scores_items_and_leaves_the_shared_models_weights_as_they_were(tmp_path):
+    """gSASRec's reuse_item_embeddings=False: items are scored with their own table, the input table only
+    embeds histories; the shared-table model's initial weights do not move when the option exists."""
+    f = tmp_path / "s.tsv"
+    f.write_text("user\titem\ttime\na\tx\t3\na\ty\t1\na\tz\t2\na\tw\t9\nb\tx\t5\nb\ty\t4\nb\tz\t6\n")
+    splits, seq = leave_one_out(CustomFile(str(f), k_core=1).load())
+    data = TrainData(n_users=2, n_items=4, train=splits.train, n_pairs=0, sequences=seq)
+    torch.manual_seed(0)
+    shared = SASRec(2, 4, dim=8, max_len=3).eval()
+    torch.manual_seed(0)
+    separate = SASRec(2, 4, dim=8, max_len=3, separate_output=True).eval()
+    assert torch.equal(shared.item_emb.weight, separate.item_emb.weight)  # the same draws before the new table
+    assert separate.out_emb is not None and not torch.equal(separate.out_emb.weight, separate.item_emb.weight[:4])
+    for model in (shared, separate):
+        model.bind(data)
+    users = torch.arange(2)
+    states = separate.encode_all(separate._window(seq.indptr[:-1], seq.indptr[1:]))[:, -1]
+    torch.testing.assert_close(separate.full_scorer("valid")(users), states @ separate.out_emb.weight.T)
+    assert not torch.allclose(separate.full_scorer("valid")(users), shared.full_scorer("valid")(users))
+    # a training loss on the scores reaches the output table, and the input table only through the states
+    separate.train()
+    separate.score_users(users).sum().backward()
+    assert separate.out_emb.weight.grad is not None and separate.out_emb.weight.grad.abs().sum() > 0
+    assert torch.equal(separate.item_emb.weight.grad[4], torch.zeros(8))  # the padding row: never an input
