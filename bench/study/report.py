@@ -101,7 +101,10 @@ def _names(study: Study, table: str, row: str) -> tuple[dict[str, Any], dict[str
              "loss": str(cfg.loss.name), "k": int(cfg.loss.k) if "k" in cfg.loss and cfg.loss.k else None}
     if study.paper is None:
         return names, {}
-    paper = dict(study.paper.get(table, {}).get(row, {})) or dict(cfg.get("paper") or {})
+    given = study.paper.get(table, {}).get(row, {})
+    if given == "none":  # the study's paper has no value for this row: not its experiment's either
+        return names, {}
+    paper = dict(given or {}) or dict(cfg.get("paper") or {})
     return names, {k: float(v) for k, v in paper.items()}
 
 
@@ -356,8 +359,10 @@ def page(study: Study, rows: list[Row]) -> str:
 
 
 def view_comparisons(study: Study, rows: list[Row], view: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """A view's paired tests against its own baseline: row -> {vs_baseline, p_seeds, p_users, p_users_holm
-    (Holm over the view's rows), and vs_baseline:<m>, p_seeds:<m> for the study's compare_also}; {} without one."""
+    """A view's paired tests against its own baseline: row -> {vs_baseline, p_seeds, p_users, and their Holm
+    adjustments over the view's rows with a value, p_seeds_holm and p_users_holm; vs_baseline:<m>, p_seeds:<m>
+    for the study's compare_also}; {} without one. The seeds' test is adjusted too: rows borrowed from
+    studies that kept no per-user values have no users' test, and the view's question is one family."""
     by_row = {r.row: r for r in rows if r.table == view["table"]}
     base = by_row.get(view.get("baseline") or "")
     if base is None or not base.records:
@@ -372,8 +377,9 @@ def view_comparisons(study: Study, rows: list[Row], view: Mapping[str, Any]) -> 
         for m in study.compare_also:
             also = compare(r.records, base.records, m)
             out[name].update({"vs_baseline:" + m: also.rel_change, "p_seeds:" + m: also.p_seed_t})
-    for name, p in zip(out, holm([v["p_users"] for v in out.values()]), strict=True):
-        out[name]["p_users_holm"] = p
+    for key in ("p_seeds", "p_users"):
+        for name, p in zip(out, holm([v[key] for v in out.values()]), strict=True):
+            out[name][key + "_holm"] = p
     return out
 
 
@@ -386,7 +392,8 @@ def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[
     tests = view_comparisons(study, rows, view)
     if baseline:
         against = f"vs {by_row[baseline].label if baseline in by_row else baseline}"
-        head += [f"{study.metric} {against}", "p (paired runs)", f"p ({study.per}, Holm over this table)"]
+        head += [f"{study.metric} {against}", "p (paired runs, Holm over this table)",
+                 f"p ({study.per}, Holm over this table)"]
         for m in study.compare_also:
             head += [f"{m} {against}", f"p ({m}, paired runs)"]
     lines = [f"## {view['title']}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -411,7 +418,10 @@ def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[
             cells.append(cell)
         if baseline:
             t = tests.get(name)
-            cells += [pct(t["vs_baseline"]), pval(t["p_seeds"]), pval(t["p_users_holm"])] if t else ["", "", ""]
+            seeds = pval(t["p_seeds_holm"]) if t else ""
+            if t and seeds != pval(t["p_seeds"]):
+                seeds += f" (unadjusted {pval(t['p_seeds'])})"
+            cells += [pct(t["vs_baseline"]), seeds, pval(t["p_users_holm"])] if t else ["", "", ""]
             for m in study.compare_also:
                 cells += [pct(t["vs_baseline:" + m]), pval(t["p_seeds:" + m])] if t else ["", ""]
         lines.append("| " + " | ".join(cells) + " |")

@@ -27,7 +27,8 @@
     views: []                # more tables of the same runs: [{title, table, rows, metrics}], each
                              # optionally with baseline: a row of the table the view's rows are paired with
     paper: {}                # the paper's values where the experiments' ``paper:`` nodes lack
-                             # them: {table: {row: {metric: value}}}; ``none``: the paper has no
+                             # them: {table: {row: {metric: value}}} (a row's ``none``: no values
+                             # for it, not even its experiment's); ``none``: the paper has no
                              # values for these runs (not even the experiments')
     tune:                    # optional: settings chosen on validation before the reported runs
       replicate: {seed: 100} # the one run of each trial: a seed no reported run uses
@@ -254,7 +255,8 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
     if not tables or not rows:
         raise _fail(name, "tables and rows must each name at least one")
     seeds = _seeds(name, "seeds", spec["seeds"])
-    views = tuple(_view(name, v, tables, rows) for v in spec.get("views") or [])
+    views = tuple(_view(name, v, tables, {t: table_rows.get(t) or tuple(rows) for t in tables})
+                  for v in spec.get("views") or [])
     baseline = spec.get("baseline")
     for b in [baseline, *row_baselines.values()]:
         if b is not None and b not in rows:
@@ -303,14 +305,14 @@ def _seeds(name: str, where: str, seeds: Any) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _view(name: str, spec: Any, tables: Mapping[str, Any], rows: Mapping[str, Any]) -> dict[str, Any]:
+def _view(name: str, spec: Any, tables: Mapping[str, Any], rows: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
     """``{title, table, rows, metrics}``: another table of the same runs (the paper's Table 3 of
     Table 2's runs, say), optionally with ``baseline``: the row the view's rows are paired with (a second
     baseline beside the study's, e.g. every new loss against SL@20 where the tables compare with SL)."""
     if not isinstance(spec, dict) or not {"title", "table", "rows", "metrics"} <= set(spec):
         raise _fail(name, "a view needs title, table, rows and metrics")
-    if spec["table"] not in tables or any(r not in rows for r in spec["rows"]):
-        raise _fail(name, f"view {spec['title']!r} names a table or rows the study lacks")
+    if spec["table"] not in tables or any(r not in rows[spec["table"]] for r in spec["rows"]):
+        raise _fail(name, f"view {spec['title']!r} names a table the study lacks or rows its table lacks")
     baseline = spec.get("baseline")
     if baseline is not None and baseline not in spec["rows"]:
         raise _fail(name, f"view {spec['title']!r}: baseline {baseline!r} is not one of its rows")

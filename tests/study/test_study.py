@@ -128,9 +128,11 @@ def test_the_report_is_the_statistics_of_the_ledgers(tmp_path):
 
 def test_a_view_pairs_its_rows_with_its_own_baseline(tmp_path):
     """A second baseline beside the study's (every new loss against SL@20 where the tables compare with SL):
-    the view's tests are paired t over seeds against that row, Holm over the view's rows."""
+    the view's tests are paired t over seeds against that row, Holm-adjusted over the view's rows; rows
+    show their declared labels."""
     body = TUNED.replace("    tune:", """    views:
       - {title: "Against BCE", table: synth, rows: [bce, sl, slk], metrics: [ndcg@20], baseline: bce}
+    labels: {bce: BCE (one negative)}
     tune:""")
     study = _study(tmp_path, body)
     study = study.__class__(**{**study.__dict__, "seeds": (0, 1, 2), "tune": None})
@@ -141,15 +143,36 @@ def test_a_view_pairs_its_rows_with_its_own_baseline(tmp_path):
         update_ledger(job.ledger, [ledger_row(res)])
     _, page = write_report(study, pages=tmp_path / "pages")
     text = page.read_text()
+    view = text[text.index("## Against BCE"):]
     bce = np.array(values["bce"])
+    raw = {row: stats.ttest_rel(np.array(values[row]), bce).pvalue for row in ("sl", "slk")}
+    ranked = sorted(raw, key=raw.get)  # Holm: the smaller p times 2, the larger times 1, kept monotone
+    adjusted = {ranked[0]: min(1.0, 2 * raw[ranked[0]])}
+    adjusted[ranked[1]] = max(adjusted[ranked[0]], raw[ranked[1]])
     for row, label in (("sl", "SL"), ("slk", "SL@20")):
         x = np.array(values[row])
-        line = next(s for s in text.splitlines() if s.startswith(f"| {label} | 3 |") and "vs BCE" not in s
-                    and s.count("|") == 7)
-        assert pct(x.mean() / bce.mean() - 1) in line and pval(stats.ttest_rel(x, bce).pvalue) in line
-    assert "| ndcg@20 vs BCE | p (paired runs) | p (users, Holm over this table) |" in text
+        line = next(s for s in view.splitlines() if s.startswith(f"| {label} | 3 |"))
+        assert pct(x.mean() / bce.mean() - 1) in line and pval(adjusted[row]) in line
+    assert adjusted[ranked[0]] != raw[ranked[0]] and f"(unadjusted {pval(raw[ranked[0]])})" in view
+    assert "| ndcg@20 vs BCE (one negative) | p (paired runs, Holm over this table) |" in view
+    assert "| BCE (one negative) | 3 |" in text.split("## Against BCE")[0]  # the label in the study's table too
     with pytest.raises(ConfigError, match="baseline 'bsl' is not one of its rows"):
         _study(tmp_path, body.replace("baseline: bce}", "baseline: bsl}"))
+    two_tables = body.replace("      synth: [dataset.n_users=120]", """      synth: [dataset.n_users=120]
+      small: {overrides: [dataset.n_users=60], rows: [sl, slk]}""").replace("table: synth", "table: small")
+    with pytest.raises(ConfigError, match="rows its table lacks"):
+        _study(tmp_path, two_tables)
+
+
+def test_a_busy_machine_is_named_before_threads_oversubscribe_it():
+    from bench.study.lanes import oversubscription
+
+    assert oversubscription(load=0.1, cores=2, lanes=1, threads=2) is None  # an idle machine
+    assert oversubscription(load=3.0, cores=2, lanes=2, threads=1) is None  # one thread a run never spins
+    warning = oversubscription(load=3.0, cores=2, lanes=1, threads=2)
+    assert warning is not None and "load 3.0 on 2 cores" in warning and "taskset" in warning
+    assert oversubscription(load=1.2, cores=4, lanes=1, threads=2) is None  # room for both threads
+    assert oversubscription(load=2.8, cores=4, lanes=1, threads=2) is not None
 
 
 def test_number_formats():
