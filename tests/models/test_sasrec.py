@@ -92,19 +92,36 @@ def test_a_separate_output_table_scores_items_and_leaves_the_shared_models_weigh
     splits, seq = leave_one_out(CustomFile(str(f), k_core=1).load())
     data = TrainData(n_users=2, n_items=4, train=splits.train, n_pairs=0, sequences=seq)
     torch.manual_seed(0)
-    shared = SASRec(2, 4, dim=8, max_len=3).eval()
+    shared = SASRec(2, 4, dim=8, max_len=3)
     torch.manual_seed(0)
-    separate = SASRec(2, 4, dim=8, max_len=3, separate_output=True).eval()
-    assert torch.equal(shared.item_emb.weight, separate.item_emb.weight)  # the same draws before the new table
+    separate = SASRec(2, 4, dim=8, max_len=3, separate_output=True)
+    # every weight but the new table drawn as before (the new table is made last)
+    mine = {k: v for k, v in separate.state_dict().items() if not k.startswith("out_emb.")}
+    assert mine.keys() == shared.state_dict().keys()
+    assert all(torch.equal(v, shared.state_dict()[k]) for k, v in mine.items())
     assert separate.out_emb is not None and not torch.equal(separate.out_emb.weight, separate.item_emb.weight[:4])
     for model in (shared, separate):
         model.bind(data)
     users = torch.arange(2)
-    states = separate.encode_all(separate._window(seq.indptr[:-1], seq.indptr[1:]))[:, -1]
+    window = separate._window(seq.indptr[:-1], seq.indptr[1:])
+    separate.eval()
+    states = separate.encode_all(window)[:, -1]
     torch.testing.assert_close(separate.full_scorer("valid")(users), states @ separate.out_emb.weight.T)
     assert not torch.allclose(separate.full_scorer("valid")(users), shared.full_scorer("valid")(users))
-    # a training loss on the scores reaches the output table, and the input table only through the states
+    # training scores items with the output table, packed or padded rows alike
+    rows = torch.stack([users, users, users], dim=1)
     separate.train()
-    separate.score_users(users).sum().backward()
-    assert separate.out_emb.weight.grad is not None and separate.out_emb.weight.grad.abs().sum() > 0
-    assert torch.equal(separate.item_emb.weight.grad[4], torch.zeros(8))  # the padding row: never an input
+    for pack in (True, False):
+        separate.pack = pack
+        assert separate.encode(rows).item_emb is separate.out_emb.weight
+    # the input table's gradient comes through the states only: none for items in no history
+    in_history = torch.zeros(4, dtype=torch.bool)
+    in_history[window[window < 4]] = True
+    assert in_history.any() and not in_history.all()
+    for model in (shared, separate):
+        model.eval()
+        model.score_users(users).sum().backward()
+    moved = separate.item_emb.weight.grad[:4].abs().sum(1) > 0
+    assert torch.equal(moved, in_history)
+    assert (shared.item_emb.weight.grad[:4].abs().sum(1) > 0).all()  # shared: every item is also scored
+    assert (separate.out_emb.weight.grad.abs().sum(1) > 0).all()
