@@ -18,12 +18,14 @@ products forward and L backward (the same CSR kernel), and the score matmul of t
 with its draws, forward and backward, timed alone. The run's epoch and a 200-epoch run are projected from the step
 and one timed validation pass (every 5th epoch, as the paper's runs).
 
-With shared draws, the restricted floor is the bare limit of a propagation that computes the last
-layer only for the rows the step uses (S: the batch's users, positives and draws): L - 1 full products
-forward, the last one over A's rows in S (built from A's CSR each step); backward, the last layer's
-product with A[S]ᵀ (A's entries in columns S, masked from A's CSR as A is symmetric, or the full product
-where that is cheaper), then L - 1 full ones. Each part gives the full product's digits on its rows
-(checked when printed); it is the most that restricting the last layer can save.
+For LightGCN with shared draws, the restricted floor: the products of a propagation that computes the
+last layer only for the rows the step uses (S: the batch's users, positives and draws). Forward, L - 1
+full products and the last over A's rows in S (A[S, :], gathered from A's CSR each step); backward, the
+last layer's product with A[S, :]ᵀ, built the cheapest of three ways measured (A's entries in columns S
+masked from A, as A is symmetric; the forward's slice transposed by a stable sort; or simply all of A),
+then L - 1 full products. Also printed: the same with every restricted structure free (its products
+alone), a bound for any construction with these kernels; and whether the embeddings' gradient through
+the restricted propagation equals the full one's bit for bit (it does).
 
     BENCH_DATA_DIR=../shared/data python benchmarks/profile_graph_step.py [--dataset gowalla]
         [--model lightgcn] [--loss sl] [--negatives shared/16] [--batches 40] [--rounds 3] [overrides ...]
@@ -46,6 +48,7 @@ from hydra.utils import instantiate
 from bench.allocator import retain_freed_memory, skip_uninitialised_fill
 from bench.composition import compose, config_groups
 from bench.contracts import grouped_scores
+from bench.models.lightgcn import layer_mean
 from bench.models.sparse import sparse_product
 from bench.run import build_datamodule
 from bench.sampling import negatives_generator
@@ -168,7 +171,8 @@ def main() -> None:
         grouped_scores(queries, items).sum().backward()
         return time.perf_counter() - t0
 
-    symmetric = adjacency_t is None and model.layers >= 1 and mode == "shared"
+    # LightGCN's own propagation (the others add noise or weigh layers), over one shared draw per group
+    symmetric = args.model == "lightgcn" and adjacency_t is None and model.layers >= 1 and mode == "shared"
     # the restricted floor's parts on the first batch's rows S (users, positives, draws: sorted node ids)
     n_nodes = adjacency.shape[0]
     crow, col, val = adjacency.crow_indices(), adjacency.col_indices(), adjacency.values()
@@ -176,7 +180,7 @@ def main() -> None:
     items = dm.splits.n_users + torch.cat([rows[:, 1], draws.reshape(-1)])
     needed = torch.unique(torch.cat([rows[:, 0], items]))
 
-    def row_slice() -> torch.Tensor:  # A[S, :]
+    def row_slice() -> torch.Tensor:  # A[S, :], (|S|, n)
         d = degree[needed]
         starts = torch.zeros(needed.numel() + 1, dtype=crow.dtype)
         torch.cumsum(d, 0, out=starts[1:])
@@ -192,23 +196,54 @@ def main() -> None:
         torch.cumsum(kept, 0, out=counts[1:])
         return torch.sparse_csr_tensor(counts[crow], col[kept], val[kept], (n_nodes, n_nodes), check_invariants=False)
 
-    grad_rows = torch.zeros_like(ego)
-    grad_rows[needed] = torch.randn(needed.numel(), ego.shape[1])
-    restricted_checks = (
-        torch.equal(sparse_product(row_slice(), ego), sparse_product(adjacency, ego)[needed])
-        and torch.equal(sparse_product(column_mask(), grad_rows), sparse_product(adjacency, grad_rows)))
+    def slice_transposed(sliced: torch.Tensor) -> torch.Tensor:  # A[S, :]ᵀ, (n, |S|), from the forward's slice
+        starts, cols = sliced.crow_indices(), sliced.col_indices()
+        owner = torch.repeat_interleave(torch.arange(needed.numel()), starts[1:] - starts[:-1])
+        order = torch.argsort(cols, stable=True)  # each row's entries stay in S's (ascending) order
+        rows_t = torch.zeros(n_nodes + 1, dtype=starts.dtype)
+        torch.cumsum(torch.bincount(cols, minlength=n_nodes), 0, out=rows_t[1:])
+        return torch.sparse_csr_tensor(rows_t, owner[order], sliced.values()[order], (n_nodes, needed.numel()),
+                                       check_invariants=False)
+
+    def restricted_gradients() -> bool:
+        """The embeddings' gradient of a loss on the final rows S, through the full propagation and
+        through the restricted one (last layer A[S, :], its backward A[S, :]ᵀ): bit for bit the same?"""
+        weights = torch.randn(needed.numel(), ego.shape[1])
+        grads = []
+        for restricted in (False, True):
+            x = ego.clone().requires_grad_(True)
+            layers = [x]
+            for _ in range(model.layers - (1 if restricted else 0)):
+                layers.append(sparse_product(adjacency, layers[-1]))
+            if restricted:
+                sliced = row_slice()
+                last = sparse_product(sliced, layers[-1], slice_transposed(sliced))
+                final = layer_mean([layer[needed] for layer in layers] + [last])
+            else:
+                final = layer_mean(layers)[needed]
+            (final * weights).sum().backward()
+            grads.append(x.grad)
+        return torch.equal(grads[0], grads[1])
 
     def restricted_parts() -> dict[str, float]:
         t: dict[str, float] = {}
-        for name, fn in (("full product", lambda: sparse_product(adjacency, ego)), ("row slice", row_slice),
-                         ("column mask", column_mask)):
+        grad_rows = torch.zeros_like(ego)
+        grad_rows[needed] = torch.randn(needed.numel(), ego.shape[1])
+        for name, build, operand in (("full product", lambda: adjacency, ego), ("row slice", row_slice, ego),
+                                     ("column mask", column_mask, grad_rows)):
             t0 = time.perf_counter()
-            out = fn()
+            matrix = build()
+            t[name + " build"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            sparse_product(matrix, operand)
             t[name] = time.perf_counter() - t0
-            if name != "full product":
-                t0 = time.perf_counter()
-                sparse_product(out, ego if name == "row slice" else grad_rows)
-                t[f"{name} product"] = time.perf_counter() - t0
+        sliced = row_slice()
+        t0 = time.perf_counter()
+        transposed = slice_transposed(sliced)
+        t["slice transposed build"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sparse_product(transposed, grad_rows[needed])
+        t["slice transposed"] = time.perf_counter() - t0
         return t
 
     rounds: dict[str, list[float]] = defaultdict(list)
@@ -246,16 +281,20 @@ def main() -> None:
           f"{step['coo'] / bare:.2f} before")
     if symmetric:
         r = {k.split(":", 1)[1]: 1000 * v / n for k, v in med.items() if k.startswith("restricted:")}
-        forward = (model.layers - 1) * r["full product"] + r["row slice"] + r["row slice product"]
-        # the last layer's backward product: over A's columns in S, or the full product where masking costs more
-        last = min(r["column mask"] + r["column mask product"], r["full product"])
-        backward = last + (model.layers - 1) * r["full product"]
-        print(f"restricted floor: {forward + backward:.1f} ms / step of products against {2 * model.layers} full, "
-              f"{2 * model.layers * r['full product']:.1f} ms (S: {needed.numel()} of {n_nodes} nodes, "
-              f"{int(degree[needed].sum())} of {col.numel()} entries; a full product {r['full product']:.1f} ms; "
-              f"last layer forward {r['row slice']:.1f} ms building A[S, :] + {r['row slice product']:.1f} ms, "
-              f"backward {r['column mask']:.1f} ms masking A[:, S] + {r['column mask product']:.1f} ms; the same "
-              f"digits: {'yes' if restricted_checks else 'NO'})")
+        full, others = r["full product"], 2 * (model.layers - 1) * r["full product"]
+        forward = r["row slice build"] + r["row slice"]
+        # the last layer's backward: A's columns in S masked from A, the forward's slice transposed, or all of A
+        backward = {"masking A[:, S]": r["column mask build"] + r["column mask"],
+                    "transposing A[S, :]": r["slice transposed build"] + r["slice transposed"], "the full A": full}
+        best = min(backward, key=backward.get)
+        free = r["row slice"] + min(r["column mask"], r["slice transposed"], full)
+        print(f"restricted floor: {others + forward + backward[best]:.1f} ms / step of products against "
+              f"{2 * model.layers} full, {2 * model.layers * full:.1f} ms (S: {needed.numel()} of {n_nodes} nodes, "
+              f"{int(degree[needed].sum())} of {col.numel()} entries; a full product {full:.1f} ms; last layer forward "
+              f"{r['row slice build']:.1f} ms building A[S, :] + {r['row slice']:.1f} ms; backward by "
+              + ", ".join(f"{k} {v:.1f} ms" for k, v in backward.items())
+              + f"; with its structure free {others + free:.1f} ms; the same gradient, bit for bit: "
+              f"{'yes' if restricted_gradients() else 'NO'})")
     print(f"a validation pass: {validation:.1f} s")
     for p, label in (("csr", "now"), ("coo", "before")):
         epoch = n_epoch * step[p] / n
