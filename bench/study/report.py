@@ -123,10 +123,7 @@ def rows_of(study: Study) -> list[Row]:
             records: list[RunRecord] = []
             for index, replicate in enumerate(study.replicate_values()):
                 ledger = study.ledger(table, row, replicate)
-                rows = read_ledger(ledger)
-                if setting or text != "?":
-                    want = {str(r.get("setting")) for r in rows}
-                    rows = [r for r in rows if str(r.get("setting")) in want]
+                rows = read_ledger(ledger)  # one setting a final ledger (update_ledger refuses a second)
                 part = from_ledger(rows, names["task"], names["dataset"], names["model"], names["loss"], paper=paper,
                                    k=names["k"], source=str(ledger), ledger=ledger)
                 for r in part:  # replicates (folds) x seeds: paired by their combination
