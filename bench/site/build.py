@@ -30,7 +30,7 @@ from bench.records.ledger import read_ledger
 from bench.report.runs import RunRecord, from_ledger
 from bench.report.stats import seed_values, t_interval
 from bench.site.plots import Interval, Point, Series, curves, forest, scatter
-from bench.study.report import column_text, fmt, number, pct, pval
+from bench.study.report import VIEWS, column_text, fmt, number, pct, pval
 from bench.study.spec import PAGES_DIR, Study, known_studies, load_study
 
 NAN = math.nan
@@ -280,6 +280,40 @@ def results_table(data: StudyData, table: str, out: Path) -> str:
     return "\n".join([*lines, "</tbody></table>"])
 
 
+def view_tables(study: Study) -> list[str]:
+    """The study's views that pair their rows with a baseline of their own (``results/<study>/views.csv``,
+    written by the report): one sortable section each, the rows' metric and their tests against it."""
+    path = study.folder / VIEWS
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        lines = list(csv.DictReader(f))
+    metric = study.metric.split(":", 1)[-1]
+    sections = []
+    for title in dict.fromkeys(line["view"] for line in lines):
+        members = [line for line in lines if line["view"] == title]
+        base = next((m["name"] for m in members if m["row"] == m["baseline"]), members[0]["baseline"])
+        head = [("row", "text"), ("runs", ""), (metric, ""), (f"{study.metric} vs {base}", ""),
+                ("p (paired runs, Holm)", ""), (f"p ({study.per}, Holm)", "")]
+        html = [f'<table class="sortable results" id="view-{_slug(title)}"><thead><tr>'
+                + "".join(f'<th class="{cls}"><button type="button">{escape(h)}</button></th>' for h, cls in head)
+                + "</tr></thead><tbody>"]
+        for m in members:
+            n, mean = int(m["n"]), number(m[metric])
+            change, seeds, users = number(m["vs_baseline"]), number(m["p_seeds_holm"]), number(m["p_users_holm"])
+            own = m["row"] == m["baseline"]
+            html.append(f'<tr data-row="{escape(m["row"])}">' + "".join([
+                _td(m["name"] + ("" if n else " (not run yet)"), m["name"], "text"), _td(str(n), n),
+                _td(f"{fmt(mean)} ± {fmt(number(m[metric + '_ci']))}" if n else "–", mean),
+                _td("baseline" if own else pct(change), change), _td("" if own else pval(seeds), seeds),
+                _td("" if own else pval(users), users)]) + "</tr>")
+        html.append("</tbody></table>")
+        sections.append(f'<section id="view-{_slug(title)}-section"><h2>{escape(title)}</h2><p class="note">'
+                        f"Table {escape(members[0]['table'])}; each row paired with {escape(base)} by seed, Holm over "
+                        f'the rows with a test.</p><div class="wide">{"".join(html)}</div></section>')
+    return sections
+
+
 def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in text)
 
@@ -343,6 +377,7 @@ def study_page(data: StudyData, out: Path) -> str:
                     f"<p class=\"note\">Reproduce the table: <code>{escape(command(study, table))}</code>. "
                     "Click a column's name to sort by it.</p>"
                     f'<div class="wide">{results_table(data, table, out)}</div>{figures(data, table)}</section>')
+    body += view_tables(study)
     over = "seeds × " + ", ".join(study.replicates) if study.replicates else "seeds"
     body.append(f'<p class="note">Mean ± 95% Student-t half width over the runs ({escape(over)}). Paired tests '
                 f"against {escape(study.baseline or 'no baseline')}: t over the runs both made, Wilcoxon signed-rank "

@@ -427,11 +427,41 @@ def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[
     return [*lines, ""]
 
 
+VIEWS = "views.csv"
+
+
+def views_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
+    """Every view with a baseline of its own, a line per row: its label, runs, the study's metric (mean,
+    CI) and the paired tests against the view's baseline (``results/<study>/views.csv``: the leaderboard's
+    view tables read it, as they read summary.csv for the study's tables)."""
+    records = []
+    metric = study.metric.split(":", 1)[-1]
+    for view in study.views:
+        if not view.get("baseline"):
+            continue
+        tests = view_comparisons(study, rows, view)
+        by_row = {r.row: r for r in rows if r.table == view["table"]}
+        for name in view["rows"]:
+            r = by_row.get(name)
+            if r is None:
+                continue
+            records.append({"view": view["title"], "table": view["table"], "row": name, "name": r.label,
+                            "baseline": view["baseline"], "n": len(r.records), metric: r.values.get(metric, NAN),
+                            metric + "_ci": r.values.get(metric + "_ci", NAN),
+                            **{k: tests.get(name, {}).get(k, NAN)
+                               for k in ("vs_baseline", "p_seeds", "p_seeds_holm", "p_users", "p_users_holm")}})
+    return pd.DataFrame(records)
+
+
 def write_report(study: Study, pages: Path = PAGES_DIR) -> tuple[Path, Path]:
-    """Write ``results/<study>/summary.csv`` and ``docs/results/<study>.md``; their paths."""
+    """Write ``results/<study>/summary.csv`` (and ``views.csv`` where a view has its own baseline) and
+    ``docs/results/<study>.md``; the summary's and the page's paths."""
     rows = compute(study)
     summary = study.folder / "summary.csv"
     atomic_write_bytes(summary, summary_frame(study, rows).to_csv(index=False).encode())
+    views = views_frame(study, rows)
+    if not views.empty:
+        atomic_write_bytes(study.folder / VIEWS, views.to_csv(index=False).encode())
     if study.tune is not None:  # every trial's validation value: the choice, readable without run folders
         trials = []
         for table in study.tables:

@@ -119,6 +119,29 @@ def test_rows_without_runs_and_seed_summaries_are_shown_as_such(site):
             assert quote(Path(line["summary_only"]).name) + '"' in page
 
 
+def test_a_view_with_its_own_baseline_is_a_table_of_its_tests(site):
+    """newest's "Does SL@20 still win?": every row of views.csv on the page, paired against SL@20, the
+    Holm-adjusted p-values as the markdown page formats them."""
+    from bench.site.build import _slug
+    from bench.study.report import pct, pval
+
+    with (RESULTS_DIR / "newest" / "views.csv").open(newline="") as handle:
+        lines = list(csv.DictReader(handle))
+    assert lines and {x["baseline"] for x in lines} == {"slk"}
+    table = tables_of(site / "newest.html")[f"view-{_slug(lines[0]['view'])}"]
+    assert table["order"] == [x["row"] for x in lines]
+    assert table["head"][3] == "ndcg@20 vs SL@20"
+    for x in lines:
+        cells = table["rows"][x["row"]]
+        if x["row"] == "slk":
+            assert cells[3] == "baseline"
+        elif x["n"] != "0":
+            assert cells[3] == pct(float(x["vs_baseline"])) and cells[4] == pval(float(x["p_seeds_holm"])), cells
+    page = (RESULTS_DIR.parent / "docs" / "results" / "newest.md").read_text()
+    sl = next(x for x in lines if x["row"] == "sl")
+    assert f"| SL | {sl['n']} |" in page and pct(float(sl["vs_baseline"])) in page
+
+
 def test_forest_plot_has_one_mark_per_compared_row(site):
     page = (site / f"{STUDY}.html").read_text()
     section = page.split(f'<section id="{TABLE}">')[1].split("</section>")[0]
