@@ -30,7 +30,7 @@ from bench.records.ledger import read_ledger
 from bench.report.runs import RunRecord, from_ledger
 from bench.report.stats import seed_values, t_interval
 from bench.site.plots import Interval, Point, Series, curves, forest, scatter
-from bench.study.report import VIEWS, column_text, fmt, number, pct, pval
+from bench.study.report import VIEWS, column_text, correction_label, fmt, number, pct, pval
 from bench.study.spec import PAGES_DIR, Study, known_studies, load_study
 
 NAN = math.nan
@@ -237,7 +237,8 @@ def results_table(data: StudyData, table: str, out: Path) -> str:
     head += [(f"{m} (ref. protocol)", "") for m in ref] + [(f"sampled {m} (biased)", "") for m in sampled]
     head += [(m, "") for m in extra]
     if study.baseline:
-        head += [(f"{study.metric} vs {study.baseline}", ""), ("p (paired runs)", ""), (f"p ({study.per}, Holm)", "")]
+        head += [(f"{study.metric} vs {study.baseline}", ""), ("p (paired runs)", ""),
+                 (f"p ({study.per}, {correction_label(study)})", "")]
     head += [("setting", "text"), ("reproduce", "text")]
     lines = [f'<table class="sortable results" id="table-{_slug(table)}"><thead><tr>'
              + "".join(f'<th class="{cls}"><button type="button">{escape(h)}</button></th>' for h, cls in head)
@@ -293,8 +294,9 @@ def view_tables(study: Study) -> list[str]:
     for title in dict.fromkeys(line["view"] for line in lines):
         members = [line for line in lines if line["view"] == title]
         base = next((m["name"] for m in members if m["row"] == m["baseline"]), members[0]["baseline"])
+        adjusted = correction_label(study)
         head = [("row", "text"), ("runs", ""), (metric, ""), (f"{study.metric} vs {base}", ""),
-                ("p (paired runs, Holm)", ""), (f"p ({study.per}, Holm)", "")]
+                (f"p (paired runs, {adjusted})", ""), (f"p ({study.per}, {adjusted})", "")]
         html = [f'<table class="sortable results" id="view-{_slug(title)}"><thead><tr>'
                 + "".join(f'<th class="{cls}"><button type="button">{escape(h)}</button></th>' for h, cls in head)
                 + "</tr></thead><tbody>"]
@@ -309,7 +311,8 @@ def view_tables(study: Study) -> list[str]:
                 _td("" if own else pval(users), users)]) + "</tr>")
         html.append("</tbody></table>")
         sections.append(f'<section id="view-{_slug(title)}-section"><h2>{escape(title)}</h2><p class="note">'
-                        f"Table {escape(members[0]['table'])}; each row paired with {escape(base)} by seed, Holm over "
+                        f"Table {escape(members[0]['table'])}; each row paired with {escape(base)} by seed, "
+                        f"{escape(correction_label(study))} over "
                         f'the rows with a test.</p><div class="wide">{"".join(html)}</div></section>')
     return sections
 
@@ -381,7 +384,8 @@ def study_page(data: StudyData, out: Path) -> str:
     over = "seeds × " + ", ".join(study.replicates) if study.replicates else "seeds"
     body.append(f'<p class="note">Mean ± 95% Student-t half width over the runs ({escape(over)}). Paired tests '
                 f"against {escape(study.baseline or 'no baseline')}: t over the runs both made, Wilcoxon signed-rank "
-                f"over {escape(study.per)} (Holm over {'the whole study' if study.holm == 'study' else 'each table'})."
+                f"over {escape(study.per)} ({escape(correction_label(study))} over "
+                f"{'the whole study' if study.holm == 'study' else 'each table'})."
                 " ‡ a seed summary of runs made before ledgers existed (no paired test); † a p-value computed while "
                 "the run folders existed. Each row's name and values link to its ledger.</p>")
     if study.notes:

@@ -1,8 +1,8 @@
 """A study's results read back from its ledgers: per table and row, mean ± 95% t-interval over the
 replicates, the paper's value and the gap to it, the change against the baseline with the paired
-t-test over seeds and the Wilcoxon test over users (Holm-corrected over the study or each table),
-the chosen setting, the commits that produced it. Written as ``results/<study>/summary.csv`` and
-the page ``docs/results/<study>.md``."""
+t-test over seeds and the Wilcoxon test over users (Holm-corrected, or as the study's ``correction``
+says, over the study or each table), the chosen setting, the commits that produced it. Written as
+``results/<study>/summary.csv`` and the page ``docs/results/<study>.md``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from bench.losses.families import paper_name
 from bench.records.io import atomic_write_bytes
 from bench.records.ledger import read_ledger
 from bench.report.runs import RunRecord, from_ledger
-from bench.report.stats import compare, holm, interval
+from bench.report.stats import adjust, compare, interval
 from bench.study.plan import NotChosen, base_overrides, chosen, tuning_table
 from bench.study.spec import PAGES_DIR, Study
 
@@ -40,6 +40,12 @@ class Row:
     label: str = ""
     loss: str = ""
     values: dict[str, Any] = field(default_factory=dict)
+
+
+def correction_label(study: Study) -> str:
+    """How the study's tables name their multiple-comparison correction (``Holm``, the default)."""
+    return {"holm": "Holm", "bh": "Benjamini-Hochberg", "bonferroni": "Bonferroni",
+            "none": "no correction"}[study.correction]
 
 
 def fmt(x: float, digits: int = 4) -> str:
@@ -181,7 +187,7 @@ def compute(study: Study) -> list[Row]:
                 v["vs_baseline:" + m], v["p_seeds:" + m] = c.rel_change, c.p_seed_t
     families = [rows] if study.holm == "study" else [[r for r in rows if r.table == t] for t in study.tables]
     for family in families:
-        for r, p in zip(family, holm([r.values["p_users"] for r in family]), strict=True):
+        for r, p in zip(family, adjust([r.values["p_users"] for r in family], study.correction), strict=True):
             r.values["p_users_holm"] = p
     _recorded_user_tests(study, rows)
     _seed_summaries(study, rows)
@@ -284,7 +290,7 @@ def page(study: Study, rows: list[Row]) -> str:
             head += [f"sampled {m} (biased)" for m in study.sampled]
         head += [study.labels.get(m, m) for m in study.columns]
         if study.baseline:
-            head += [f"{study.metric} {baseline}", "p (paired runs)", f"p ({study.per}, Holm)"]
+            head += [f"{study.metric} {baseline}", "p (paired runs)", f"p ({study.per}, {correction_label(study)})"]
             for m in study.compare_also:
                 head += [f"{m} {baseline}", f"p ({m}, paired runs)"]
         head += ["setting"]
@@ -339,7 +345,7 @@ def page(study: Study, rows: list[Row]) -> str:
               f"Paired tests against {study.baseline or 'no baseline'}: t over the runs both ran (paired by "
               f"{over}), Wilcoxon signed-rank over {study.per} (each one's {study.metric} averaged over the runs "
               "both ran; only where per-user values were kept), "
-              f"Holm over {'the whole study' if study.holm == 'study' else 'each table'}."]
+              f"{correction_label(study)} over {'the whole study' if study.holm == 'study' else 'each table'}."]
     summaries = sorted({r.values["summary_only"] for r in rows if "summary_only" in r.values})
     if summaries:
         lines += ["", "‡ runs made before ledgers existed, their folders since gone: the means and intervals are "
@@ -375,7 +381,7 @@ def view_comparisons(study: Study, rows: list[Row], view: Mapping[str, Any]) -> 
             also = compare(r.records, base.records, m)
             out[name].update({"vs_baseline:" + m: also.rel_change, "p_seeds:" + m: also.p_seed_t})
     for key in ("p_seeds", "p_users"):
-        for name, p in zip(out, holm([v[key] for v in out.values()]), strict=True):
+        for name, p in zip(out, adjust([v[key] for v in out.values()], study.correction), strict=True):
             out[name][key + "_holm"] = p
     return out
 
@@ -389,8 +395,8 @@ def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[
     tests = view_comparisons(study, rows, view)
     if baseline:
         against = f"vs {by_row[baseline].label if baseline in by_row else baseline}"
-        head += [f"{study.metric} {against}", "p (paired runs, Holm over this table)",
-                 f"p ({study.per}, Holm over this table)"]
+        head += [f"{study.metric} {against}", f"p (paired runs, {correction_label(study)} over this table)",
+                 f"p ({study.per}, {correction_label(study)} over this table)"]
         for m in study.compare_also:
             head += [f"{m} {against}", f"p ({m}, paired runs)"]
     lines = [f"## {view['title']}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -21,7 +21,9 @@
     metrics: [hit@20, ndcg@20]
     sampled: [hit@10, ndcg@10]   # the biased sampled protocol's, shown apart
     per_user: [ndcg@20, hit@20]  # per-user test values kept beside the ledgers (paired tests outlive run folders)
-    holm: study              # Holm's family: every comparison of the study, or of each table
+    holm: study              # the correction's family: every comparison of the study, or of each table
+    correction: holm         # the family's multiple-comparison correction: holm, bh (Benjamini-Hochberg,
+                             # false discovery rate: many losses at once), bonferroni or none
     per: users               # what the per-user test pairs (users, queries, nodes)
     ref: {overrides: [eval.test_masks_valid=false], metrics: [ndcg@20]}   # a re-test of each run's best model
     views: []                # more tables of the same runs: [{title, table, rows, metrics}], each
@@ -54,6 +56,7 @@ import yaml
 
 from bench.composition import CONFIG_DIR
 from bench.errors import ConfigError
+from bench.report.stats import CORRECTIONS
 
 STUDY_DIR = Path(CONFIG_DIR) / "study"
 #: where studies keep their records (ledgers, per-user files, summaries), one folder per study
@@ -61,8 +64,8 @@ RESULTS_DIR = Path(CONFIG_DIR).parent / "results"
 #: where studies' generated pages go
 PAGES_DIR = Path(CONFIG_DIR).parent / "docs" / "results"
 KEYS = {"title", "source", "tables", "rows", "common", "placement", "seeds", "replicates", "baseline", "metric",
-        "metrics", "sampled", "per_user", "holm", "ref", "paper", "tune", "notes", "paper_label", "columns", "curve",
-        "per", "views", "compare_also", "labels"}
+        "metrics", "sampled", "per_user", "holm", "correction", "ref", "paper", "tune", "notes", "paper_label",
+        "columns", "curve", "per", "views", "compare_also", "labels"}
 HOLM = ("study", "table")
 
 
@@ -117,6 +120,7 @@ class Study:
     sampled: tuple[str, ...] = ()
     per_user: tuple[str, ...] = ()
     holm: str = "table"
+    correction: str = "holm"
     ref: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     paper: Mapping[str, Mapping[str, Mapping[str, float]]] | None = field(default_factory=dict)
     paper_label: str = "paper"
@@ -264,6 +268,9 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
     holm = spec.get("holm", "table")
     if holm not in HOLM:
         raise _fail(name, f"holm={holm!r}; use {' or '.join(HOLM)}")
+    correction = spec.get("correction", "holm")
+    if correction not in CORRECTIONS:
+        raise _fail(name, f"correction={correction!r}; use one of {', '.join(CORRECTIONS)}")
     replicates = {str(k): tuple(v) for k, v in (spec.get("replicates") or {}).items()}
     if any(not v for v in replicates.values()) or "seed" in replicates:
         raise _fail(name, "replicates maps keys other than seed to non-empty lists of values")
@@ -276,7 +283,7 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         common=_overrides(name, "common", spec.get("common")),
         placement=_overrides(name, "placement", spec.get("placement")), replicates=replicates, baseline=baseline,
         sampled=_names(name, "sampled", spec.get("sampled") or []),
-        per_user=_names(name, "per_user", spec.get("per_user") or []), holm=holm,
+        per_user=_names(name, "per_user", spec.get("per_user") or []), holm=holm, correction=correction,
         ref={"overrides": _overrides(name, "ref.overrides", ref.get("overrides")),
              "metrics": _names(name, "ref.metrics", ref.get("metrics"))} if ref else {},
         paper=_paper(name, spec.get("paper")), paper_label=str(spec.get("paper_label", "paper")),

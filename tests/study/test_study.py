@@ -156,6 +156,18 @@ def test_a_view_pairs_its_rows_with_its_own_baseline(tmp_path):
     assert adjusted[ranked[0]] != raw[ranked[0]] and f"(unadjusted {pval(raw[ranked[0]])})" in view
     assert "| ndcg@20 vs BCE (one negative) | p (paired runs, Holm over this table) |" in view
     assert "| BCE (one negative) | 3 |" in text.split("## Against BCE")[0]  # the label in the study's table too
+    # a study may correct by Benjamini-Hochberg (false discovery rate) instead
+    fdr = _study(tmp_path, body.replace("    views:", "    correction: bh\n    views:"))
+    fdr = fdr.__class__(**{**fdr.__dict__, "seeds": (0, 1, 2), "tune": None})
+    _, page = write_report(fdr, pages=tmp_path / "pages-bh")
+    view = page.read_text()[page.read_text().index("## Against BCE"):]
+    bh = dict(zip(raw, stats.false_discovery_control([raw["sl"], raw["slk"]], method="bh")))
+    assert "p (paired runs, Benjamini-Hochberg over this table)" in view
+    for row, label in (("sl", "SL"), ("slk", "SL@20")):
+        line = next(s for s in view.splitlines() if s.startswith(f"| {label} | 3 |"))
+        assert pval(bh[row]) in line
+    with pytest.raises(ConfigError, match="correction='fdr'; use one of holm, bh, bonferroni, none"):
+        _study(tmp_path, body.replace("    views:", "    correction: fdr\n    views:"))
     with pytest.raises(ConfigError, match="baseline 'bsl' is not one of its rows"):
         _study(tmp_path, body.replace("baseline: bce}", "baseline: bsl}"))
     two_tables = body.replace("      synth: [dataset.n_users=120]", """      synth: [dataset.n_users=120]
