@@ -312,7 +312,7 @@ def view_tables(study: Study) -> list[str]:
         html.append("</tbody></table>")
         sections.append(f'<section id="view-{_slug(title)}-section"><h2>{escape(title)}</h2><p class="note">'
                         f"Table {escape(members[0]['table'])}; each row paired with {escape(base)} by seed, "
-                        f"{escape(correction_label(study))} over "
+                        f"{escape(adjusted)} over "
                         f'the rows with a test.</p><div class="wide">{"".join(html)}</div></section>')
     return sections
 

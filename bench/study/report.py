@@ -271,8 +271,9 @@ def summary_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def page(study: Study, rows: list[Row]) -> str:
-    """The study's results page (markdown)."""
+def page(study: Study, rows: list[Row], tests: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The study's results page (markdown); ``tests``: :func:`view_tests`, computed here when not given."""
+    tests = view_tests(study, rows) if tests is None else tests
     lines = [f"# {study.title}", ""]
     if study.source:
         lines += [f"Source: {study.source}.", ""]
@@ -339,7 +340,7 @@ def page(study: Study, rows: list[Row]) -> str:
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     for view in study.views:
-        lines += _view_lines(study, rows, view)
+        lines += _view_lines(study, rows, view, tests.get(view["title"], {}))
     over = "seeds x " + ", ".join(study.replicates) if study.replicates else "seeds"
     lines += [f"Mean ± 95% Student-t half-width over the runs ({over}). "
               f"Paired tests against {study.baseline or 'no baseline'}: t over the runs both ran (paired by "
@@ -386,13 +387,19 @@ def view_comparisons(study: Study, rows: list[Row], view: Mapping[str, Any]) -> 
     return out
 
 
-def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[str]:
+def view_tests(study: Study, rows: list[Row]) -> dict[str, dict[str, dict[str, float]]]:
+    """Every view's :func:`view_comparisons`, by the view's title (computed once for the page and views.csv:
+    each is a full paired test per row)."""
+    return {view["title"]: view_comparisons(study, rows, view) for view in study.views if view.get("baseline")}
+
+
+def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any],
+                tests: Mapping[str, Mapping[str, float]]) -> list[str]:
     """Another table of the same runs: ``view``'s rows, each metric as mean ± CI (paper, gap), and where
     the view has a baseline each row's paired tests against it."""
     by_row = {r.row: r for r in rows if r.table == view["table"]}
     head = ["row", "runs", *view["metrics"]]
     baseline = view.get("baseline")
-    tests = view_comparisons(study, rows, view)
     if baseline:
         against = f"vs {by_row[baseline].label if baseline in by_row else baseline}"
         head += [f"{study.metric} {against}", f"p (paired runs, {correction_label(study)} over this table)",
@@ -436,16 +443,18 @@ def _view_lines(study: Study, rows: list[Row], view: Mapping[str, Any]) -> list[
 VIEWS = "views.csv"
 
 
-def views_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
+def views_frame(study: Study, rows: list[Row],
+                tests: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> pd.DataFrame:
     """Every view with a baseline of its own, a line per row: its label, runs, the study's metric (mean,
     CI) and the paired tests against the view's baseline (``results/<study>/views.csv``: the leaderboard's
     view tables read it, as they read summary.csv for the study's tables)."""
     records = []
     metric = study.metric.split(":", 1)[-1]
+    tests = view_tests(study, rows) if tests is None else tests
     for view in study.views:
         if not view.get("baseline"):
             continue
-        tests = view_comparisons(study, rows, view)
+        paired = tests.get(view["title"], {})
         by_row = {r.row: r for r in rows if r.table == view["table"]}
         for name in view["rows"]:
             r = by_row.get(name)
@@ -454,7 +463,7 @@ def views_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
             records.append({"view": view["title"], "table": view["table"], "row": name, "name": r.label,
                             "baseline": view["baseline"], "n": len(r.records), metric: r.values.get(metric, NAN),
                             metric + "_ci": r.values.get(metric + "_ci", NAN),
-                            **{k: tests.get(name, {}).get(k, NAN)
+                            **{k: paired.get(name, {}).get(k, NAN)
                                for k in ("vs_baseline", "p_seeds", "p_seeds_holm", "p_users", "p_users_holm")}})
     return pd.DataFrame(records)
 
@@ -465,7 +474,8 @@ def write_report(study: Study, pages: Path = PAGES_DIR) -> tuple[Path, Path]:
     rows = compute(study)
     summary = study.folder / "summary.csv"
     atomic_write_bytes(summary, summary_frame(study, rows).to_csv(index=False).encode())
-    views = views_frame(study, rows)
+    tests = view_tests(study, rows)
+    views = views_frame(study, rows, tests)
     if not views.empty:
         atomic_write_bytes(study.folder / VIEWS, views.to_csv(index=False).encode())
     if study.tune is not None:  # every trial's validation value: the choice, readable without run folders
@@ -481,5 +491,5 @@ def write_report(study: Study, pages: Path = PAGES_DIR) -> tuple[Path, Path]:
         if trials:
             atomic_write_bytes(study.tuning_record, pd.DataFrame(trials).to_csv(index=False).encode())
     out = pages / f"{study.name}.md"
-    atomic_write_bytes(out, page(study, rows).encode())
+    atomic_write_bytes(out, page(study, rows, tests).encode())
     return summary, out

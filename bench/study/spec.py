@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -259,8 +259,6 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
     if not tables or not rows:
         raise _fail(name, "tables and rows must each name at least one")
     seeds = _seeds(name, "seeds", spec["seeds"])
-    views = tuple(_view(name, v, tables, {t: table_rows.get(t) or tuple(rows) for t in tables})
-                  for v in spec.get("views") or [])
     baseline = spec.get("baseline")
     for b in [baseline, *row_baselines.values()]:
         if b is not None and b not in rows:
@@ -277,7 +275,7 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
     ref = spec.get("ref") or {}
     if ref and (set(ref) != {"overrides", "metrics"}):
         raise _fail(name, "ref needs overrides (the re-test's eval.* settings) and metrics")
-    return Study(
+    study = Study(
         name=name, title=str(spec.get("title", name)), source=str(spec.get("source", "")), tables=tables, rows=rows,
         seeds=seeds, metric=str(spec["metric"]), metrics=_names(name, "metrics", spec["metrics"]),
         common=_overrides(name, "common", spec.get("common")),
@@ -292,9 +290,11 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         compare_also=_names(name, "compare_also", spec.get("compare_also") or []),
         labels={str(k): str(v) for k, v in (spec.get("labels") or {}).items()},
         curve=_curve(name, spec.get("curve")),
-        per=str(spec.get("per", "users")), table_seeds=table_seeds, row_seeds=row_seeds, views=views,
+        per=str(spec.get("per", "users")), table_seeds=table_seeds, row_seeds=row_seeds, views=(),
         row_baselines=row_baselines, row_records=row_records,
         table_rows=table_rows, results=results or RESULTS_DIR)
+    # views checked against the built study, so a table's rows mean what Study.rows_of says they mean
+    return replace(study, views=tuple(_view(name, v, study) for v in spec.get("views") or []))
 
 
 def _paper(name: str, spec: Any) -> Mapping[str, Any] | None:
@@ -312,13 +312,13 @@ def _seeds(name: str, where: str, seeds: Any) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _view(name: str, spec: Any, tables: Mapping[str, Any], rows: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+def _view(name: str, spec: Any, study: Study) -> dict[str, Any]:
     """``{title, table, rows, metrics}``: another table of the same runs (the paper's Table 3 of
     Table 2's runs, say), optionally with ``baseline``: the row the view's rows are paired with (a second
     baseline beside the study's, e.g. every new loss against SL@20 where the tables compare with SL)."""
     if not isinstance(spec, dict) or not {"title", "table", "rows", "metrics"} <= set(spec):
         raise _fail(name, "a view needs title, table, rows and metrics")
-    if spec["table"] not in tables or any(r not in rows[spec["table"]] for r in spec["rows"]):
+    if spec["table"] not in study.tables or any(r not in study.rows_of(spec["table"]) for r in spec["rows"]):
         raise _fail(name, f"view {spec['title']!r} names a table the study lacks or rows its table lacks")
     baseline = spec.get("baseline")
     if baseline is not None and baseline not in spec["rows"]:
