@@ -294,7 +294,12 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         row_baselines=row_baselines, row_records=row_records,
         table_rows=table_rows, results=results or RESULTS_DIR)
     # views checked against the built study, so a table's rows mean what Study.rows_of says they mean
-    return replace(study, views=tuple(_view(name, v, study) for v in spec.get("views") or []))
+    views = tuple(_view(name, v, study) for v in spec.get("views") or [])
+    titles = [v["title"] for v in views]
+    if len(set(titles)) < len(titles):  # the report, views.csv and the site key a view's tests by its title
+        shared = ", ".join(dict.fromkeys(t for t in titles if titles.count(t) > 1))
+        raise _fail(name, f"two views share a title ({shared}); give each its own")
+    return replace(study, views=views)
 
 
 def _paper(name: str, spec: Any) -> Mapping[str, Any] | None:

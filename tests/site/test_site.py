@@ -137,6 +137,7 @@ def test_a_view_with_its_own_baseline_is_a_table_of_its_tests(site):
             assert cells[3] == "baseline"
         elif x["n"] != "0":
             # a row with one seed has a change but no paired test yet: "–", as on the markdown page
+            assert (x["p_seeds_holm"] == "") == (x["n"] == "1"), x
             assert cells[3] == pct(float(x["vs_baseline"])) and cells[4] == pval(number(x["p_seeds_holm"])), cells
     page = (RESULTS_DIR.parent / "docs" / "results" / "newest.md").read_text()
     sl = next(x for x in lines if x["row"] == "sl")

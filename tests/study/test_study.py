@@ -174,6 +174,11 @@ def test_a_view_pairs_its_rows_with_its_own_baseline(tmp_path):
       small: {overrides: [dataset.n_users=60], rows: [sl, slk]}""").replace("table: synth", "table: small")
     with pytest.raises(ConfigError, match="rows its table lacks"):
         _study(tmp_path, two_tables)
+    first = '      - {title: "Against BCE", table: synth, rows: [bce, sl, slk], metrics: [ndcg@20], baseline: bce}'
+    twice = body.replace(first, first + '\n      - {title: "Against BCE", table: synth, rows: [bce, sl], '
+                                        'metrics: [ndcg@20], baseline: sl}')
+    with pytest.raises(ConfigError, match=r"two views share a title \(Against BCE\)"):
+        _study(tmp_path, twice)
 
 
 def test_a_busy_machine_is_named_before_threads_oversubscribe_it():
