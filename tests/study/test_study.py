@@ -335,3 +335,41 @@ def test_what_the_ledgers_cannot_hold_is_shown_marked(tmp_path):
     assert v["vs_baseline:recall@20"] == pytest.approx(a.mean() / b.mean() - 1)
     assert v["p_seeds:recall@20"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
     assert v["p_seeds"] == pytest.approx(stats.ttest_rel(shifted["ndcg@20"], sl["ndcg@20"]).pvalue)
+
+
+def test_a_table_whose_rows_have_their_own_baseline_names_it_in_its_header(tmp_path):
+    """The study's baseline lives in one table; a second table compares its rows with another row. Its header
+    says "vs <that row's label>" and the cells carry no "(vs ...)"; the first table keeps the study's."""
+    study = _study(tmp_path, """
+        title: two baselines
+        tables:
+          a: {overrides: [dataset.n_users=120], rows: [sl, slk]}
+          b: {overrides: [dataset.n_users=100], rows: [slk, bce]}
+        rows:
+          sl: {overrides: [loss=sl], record: other/sl}
+          slk: {overrides: [loss=slk], record: other/slk}
+          bce: {overrides: [loss=bce], record: other/bce, baseline: slk}
+        seeds: [0, 1, 2]
+        baseline: sl
+        metric: ndcg@20
+        metrics: [ndcg@20]
+        labels: {sl: Soft, slk: Soft at 20, bce: Binary}
+        paper: none
+    """)
+    values = {"sl": [0.30, 0.32, 0.31], "slk": [0.33, 0.36, 0.32], "bce": [0.20, 0.25, 0.21]}
+    for table in ("a", "b"):
+        folder = tmp_path / "results" / "other" / table
+        folder.mkdir(parents=True)
+        for name, vs in values.items():
+            for seed in range(3):
+                res = RunResult(status="completed", overrides=[f"loss={name}", f"seed={seed}"], config={"seed": seed},
+                                best={"epoch": 1, "val": {}}, test={"ndcg@20": vs[seed]}, finished_at="t")
+                update_ledger(folder / f"{name}.csv", [ledger_row(res)])
+    _, page = write_report(study, pages=tmp_path / "pages")
+    a_part, b_part = page.read_text().split("## b")
+    assert "| row | runs | ndcg@20 | ndcg@20 vs Soft |" in a_part
+    assert "| row | runs | ndcg@20 | ndcg@20 vs Soft at 20 |" in b_part
+    change = pct(np.mean(values["bce"]) / np.mean(values["slk"]) - 1)
+    assert f"| {change} |" in b_part and "(vs " not in b_part
+    # SL@20 in table b has no SL to be compared with: its cells stay empty
+    assert b_part.split("| Soft at 20 | 3 | .3367 ± ")[1].split("\n")[0].endswith(" |  |  |  | – |")
