@@ -305,7 +305,7 @@ def test_what_the_ledgers_cannot_hold_is_shown_marked(tmp_path):
     assert (slk["vs_baseline"], slk["p_seeds:recall@20"], slk["fit_min"]) == (0.129, 8.8e-05, 5.5)
     _, page = write_report(study, pages=tmp_path / "pages")
     text = page.read_text()
-    assert "| row | runs | ndcg@20 | Recall@20 | minutes | ndcg@20 vs sl |" in text
+    assert "| row | runs | ndcg@20 | Recall@20 | minutes | ndcg@20 vs SL |" in text
     assert "| SL | 3 | .3100 ± .0248 | .4133 ± .0379 | 4.2 † |" in text  # no paper column: paper: none
     # the recorded p keeps its three digits (.219, not .22); the e-notation becomes 8.8·10⁻⁵
     assert ("| SL@20 ‡ | 3 | .3500 ± .0100 | .4400 ± .0200 | 5.5 † | +12.9% † | .219 † | – | +7.3% † | 8.8·10⁻⁵ † |"
