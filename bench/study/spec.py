@@ -52,8 +52,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from bench import strict_yaml
 from bench.composition import CONFIG_DIR
 from bench.errors import ConfigError
 from bench.report.stats import CORRECTIONS
@@ -215,10 +214,7 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         raise ConfigError(f"unknown study {name_or_path!r}; known: {', '.join(known_studies()) or 'none'} "
                           f"(conf/study/<name>.yaml, or a path to one)")
     name = path.stem
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise _fail(name, f"{path} is not YAML ({str(exc).splitlines()[0]})") from None
+    spec = strict_yaml.load(path, f"study {name}")
     if not isinstance(spec, dict):
         raise _fail(name, f"{path} must hold a mapping")
     unknown = sorted(set(spec) - KEYS)

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from bench import strict_yaml
 from bench.composition import CONFIG_DIR
 from bench.errors import ConfigError
 
@@ -68,7 +67,7 @@ def load_search(name: str, seen: tuple[str, ...] = ()) -> Search:
         raise ConfigError(f"unknown search {name!r}; known: {', '.join(known_searches())} (conf/search/<name>.yaml)")
     if name in seen:
         raise ConfigError(f"search {name} extends itself through {' -> '.join(seen)}")
-    spec = yaml.safe_load(path.read_text()) or {}
+    spec = strict_yaml.load(path, f"search {name}") or {}
     unknown = set(spec) - {"sampler", "n_trials", "extends", "params"}
     if unknown:
         raise ConfigError(f"search {name}: unknown key(s) {', '.join(sorted(unknown))}; a search takes sampler, "

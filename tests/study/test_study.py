@@ -59,6 +59,8 @@ def _record(study, job, val, test=0.1, seed=None):
 
 @pytest.mark.parametrize("body,message", [
     ("tables: {a: [x=1]}\nrows: {r: [y=1]}\nseeds: [0]\nmetric: m\nmetrics: [m]\nbogus: 1", "unknown key(s) bogus"),
+    ("tables: {a: [x=1]}\nrows:\n  r: [y=1]\n  r: [y=2]\nseeds: [0]\nmetric: m\nmetrics: [m]",
+     "key 'r' is given twice (lines 3 and 4); rename one"),
     ("tables: {a: [x=1]}\nrows: {r: [y=1]}\nseeds: [0]\nmetric: m\nmetrics: [m]\nbaseline: q",
      "baseline 'q' is no row"),
     ("tables: {a: [x]}\nrows: {r: [y=1]}\nseeds: [0]\nmetric: m\nmetrics: [m]", "tables.a must be a list of key=value"),

@@ -31,9 +31,16 @@ def test_a_search_extends_another_and_keeps_its_budget():
     assert seq.sampler == "grid" and seq.n_trials == len(seq.grid()["loss.tau_w"]) == 6
 
 
-def test_a_bad_search_is_one_line():
+def test_a_bad_search_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="unknown search 'nope'; known: .*paper_slk"):
         load_search("nope")
+    # a parameter given twice would silently keep the second range
+    import bench.tune
+
+    (tmp_path / "twice.yaml").write_text("sampler: grid\nparams:\n  loss.tau: [0.1]\n  loss.tau: [0.2]\n")
+    monkeypatch.setattr(bench.tune, "SEARCH_DIR", tmp_path)
+    with pytest.raises(ConfigError, match=r"search twice: .*: key 'loss.tau' is given twice \(lines 3 and 4\)"):
+        load_search("twice")
 
 
 def _tune(args: list[str], cwd: Path, **popen: object) -> subprocess.Popen:
