@@ -29,7 +29,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load(path: Path, what: str) -> Any:
+def load_strict(path: Path, what: str) -> Any:
     """The YAML document in ``path``; ``what`` names it in the error ("study table6").
 
     Raises:

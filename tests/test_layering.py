@@ -15,8 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bench"
 
 #: lowest first; a module may import from its own layer and the layers before it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("config", ("bench.errors", "bench.console", "bench.determinism", "bench.registry", "bench.experiments",
-                "bench.parallel", "bench.allocator", "bench.distributed", "bench.validation")),
+    ("config", ("bench.errors", "bench.strict_yaml", "bench.console", "bench.determinism", "bench.registry",
+                "bench.experiments", "bench.parallel", "bench.allocator", "bench.distributed", "bench.validation")),
     ("records", ("bench.records",)),
     ("data", ("bench.datasets", "bench.sampling", "bench.contracts")),
     ("model/loss", ("bench.evaluation", "bench.models", "bench.thresholds", "bench.losses")),

@@ -52,10 +52,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench import strict_yaml
 from bench.composition import CONFIG_DIR
 from bench.errors import ConfigError
 from bench.report.stats import CORRECTIONS
+from bench.strict_yaml import load_strict
 
 STUDY_DIR = Path(CONFIG_DIR) / "study"
 #: where studies keep their records (ledgers, per-user files, summaries), one folder per study
@@ -214,7 +214,7 @@ def load_study(name_or_path: str | Path, results: Path | None = None) -> Study:
         raise ConfigError(f"unknown study {name_or_path!r}; known: {', '.join(known_studies()) or 'none'} "
                           f"(conf/study/<name>.yaml, or a path to one)")
     name = path.stem
-    spec = strict_yaml.load(path, f"study {name}")
+    spec = load_strict(path, f"study {name}")
     if not isinstance(spec, dict):
         raise _fail(name, f"{path} must hold a mapping")
     unknown = sorted(set(spec) - KEYS)

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import strict_yaml
 from bench.composition import CONFIG_DIR
 from bench.errors import ConfigError
+from bench.strict_yaml import load_strict
 
 SEARCH_DIR = Path(CONFIG_DIR) / "search"
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def load_search(name: str, seen: tuple[str, ...] = ()) -> Search:
         raise ConfigError(f"unknown search {name!r}; known: {', '.join(known_searches())} (conf/search/<name>.yaml)")
     if name in seen:
         raise ConfigError(f"search {name} extends itself through {' -> '.join(seen)}")
-    spec = strict_yaml.load(path, f"search {name}") or {}
+    spec = load_strict(path, f"search {name}") or {}
     unknown = set(spec) - {"sampler", "n_trials", "extends", "params"}
     if unknown:
         raise ConfigError(f"search {name}: unknown key(s) {', '.join(sorted(unknown))}; a search takes sampler, "
