@@ -331,7 +331,7 @@ def page(study: Study, rows: list[Row], tests: Mapping[str, Mapping[str, Any]] |
             if study.baseline:
                 own = study.baseline_of(r.row)
                 compared = own is not None and own != r.row and own in study.rows_of(r.table)
-                versus = "" if own == table_base or not compared else f" (vs {label_of.get(own, own)})"
+                versus = "" if own is None or own == table_base or not compared else f" (vs {label_of.get(own, own)})"
                 theirs = v.get("paper_vs_baseline", NAN)
                 paper_change = f" ({study.paper_label} {pct(theirs)})" if not math.isnan(theirs) else ""
                 holm_p = pval(v["p_users_holm"])
