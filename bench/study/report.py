@@ -271,6 +271,10 @@ def summary_frame(study: Study, rows: list[Row]) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+#: the page's footer: whom each table's rows are paired with
+AGAINST = "the baseline in each table's header (a row's own where its cell says \"vs\")"
+
+
 def page(study: Study, rows: list[Row], tests: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The study's results page (markdown); ``tests``: :func:`view_tests`, computed here when not given."""
     tests = view_tests(study, rows) if tests is None else tests
@@ -349,7 +353,8 @@ def page(study: Study, rows: list[Row], tests: Mapping[str, Mapping[str, Any]] |
         lines += _view_lines(study, rows, view, tests.get(view["title"], {}))
     over = "seeds x " + ", ".join(study.replicates) if study.replicates else "seeds"
     lines += [f"Mean ± 95% Student-t half-width over the runs ({over}). "
-              f"Paired tests against {study.baseline or 'no baseline'}: t over the runs both ran (paired by "
+              f"Paired tests against {AGAINST if study.baseline else 'no baseline'}: "
+              f"t over the runs both ran (paired by "
               f"{over}), Wilcoxon signed-rank over {study.per} (each one's {study.metric} averaged over the runs "
               "both ran; only where per-user values were kept), "
               f"{correction_label(study)} over {'the whole study' if study.holm == 'study' else 'each table'}."]
