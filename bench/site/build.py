@@ -130,12 +130,6 @@ def load(study: Study) -> StudyData:
     return StudyData(study, cells, path)
 
 
-def compared_with(study: Study, cell: Cell) -> str | None:
-    """The row ``cell`` is compared with in its table (None for the baseline itself, or none in the table)."""
-    own = study.baseline_of(cell.row)
-    return own if own is not None and own != cell.row and own in study.rows_of(cell.table) else None
-
-
 def paired_differences(data: StudyData, table: str) -> tuple[list[Interval], list[str]]:
     """Each compared row's difference to its baseline on the study's metric, paired by seed (and fold).
 
@@ -147,7 +141,7 @@ def paired_differences(data: StudyData, table: str) -> tuple[list[Interval], lis
     by_row = {c.row: c for c in cells}
     out, notes = [], []
     for cell in cells:
-        base = compared_with(study, cell)
+        base = study.compared_with(cell.table, cell.row)
         if base is None:
             continue
         ours, theirs = seed_values(cell.records, study.metric), seed_values(by_row[base].records, study.metric)
@@ -265,7 +259,7 @@ def results_table(data: StudyData, table: str, out: Path) -> str:
         cells_html += [_td(fmt(c.value("sampled_" + m)), c.value("sampled_" + m)) for m in sampled]
         cells_html += [_td(column_text(m, c.value(m)), c.value(m)) for m in extra]
         if study.baseline:
-            base = compared_with(study, c)
+            base = study.compared_with(c.table, c.row)
             recorded = " †" if "p_users" in (c.summary.get("recorded") or "") else ""
             if base is None:
                 cells_html += [_td("baseline" if c.row == study.baseline_of(c.row) else "", NAN),

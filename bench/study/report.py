@@ -287,9 +287,8 @@ def page(study: Study, rows: list[Row], tests: Mapping[str, Mapping[str, Any]] |
         members = [r for r in rows if r.table == table]
         # the header names the baseline most of the table's compared rows have (ML-100K's rows are compared with
         # SL@20 in a study whose baseline is Gowalla's SL); a row compared with another says so in its cell
-        bases = [study.baseline_of(r.row) for r in members
-                 if study.baseline_of(r.row) not in (None, r.row) and study.baseline_of(r.row) in study.rows_of(table)]
-        table_base = max(bases, key=lambda b: (bases.count(b), b == study.baseline)) if bases else study.baseline
+        bases = Counter(b for r in members if (b := study.compared_with(table, r.row)) is not None)
+        table_base = max(bases, key=lambda b: (bases[b], b == study.baseline)) if bases else study.baseline
         label_of = {r.row: r.label for r in members}
         baseline = f"vs {label_of.get(table_base, table_base)}" if table_base else ""
         head = ["row", "runs", *[study.labels.get(m, m) for m in study.metrics]]
@@ -333,9 +332,9 @@ def page(study: Study, rows: list[Row], tests: Mapping[str, Mapping[str, Any]] |
             cells += [fmt(v["sampled_" + m]) for m in study.sampled]
             cells += [(p_text(v, m) if m.startswith("p_") else column_text(m, v[m])) + mark(m) for m in study.columns]
             if study.baseline:
-                own = study.baseline_of(r.row)
-                compared = own is not None and own != r.row and own in study.rows_of(r.table)
-                versus = "" if own is None or own == table_base or not compared else f" (vs {label_of.get(own, own)})"
+                own = study.compared_with(table, r.row)
+                compared = own is not None
+                versus = "" if own is None or own == table_base else f" (vs {label_of.get(own, own)})"
                 theirs = v.get("paper_vs_baseline", NAN)
                 paper_change = f" ({study.paper_label} {pct(theirs)})" if not math.isnan(theirs) else ""
                 holm_p = pval(v["p_users_holm"])

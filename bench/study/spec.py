@@ -142,6 +142,11 @@ class Study:
         """The row a row is compared with: its own baseline, else the study's."""
         return self.row_baselines.get(row, self.baseline)
 
+    def compared_with(self, table: str, row: str) -> str | None:
+        """The row ``row`` is compared with in ``table``: its baseline, when that is another of the table's rows."""
+        base = self.baseline_of(row)
+        return base if base is not None and base != row and base in self.rows_of(table) else None
+
     def rows_of(self, table: str) -> tuple[str, ...]:
         """The rows a table compares (every row, unless the table names some)."""
         return self.table_rows.get(table) or tuple(self.rows)
