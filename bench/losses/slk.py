@@ -47,8 +47,10 @@ def list_thresholds(scores: Tensor, mask: Tensor, k: int) -> Tensor:
     return ordered.gather(1, place).squeeze(1)
 
 
+#: prefix_refresh measures its thresholds' drift on one row in this many (see prefix_thresholds)
+STALENESS_STRIDE = 8
 #: how SL@K thresholds rows of sequential data (``loss.seq_threshold``)
-SEQ_THRESHOLDS = ("prefix", "user")
+SEQ_THRESHOLDS = ("prefix", "prefix_refresh", "user")
 
 
 @LOSSES.register("slk")
@@ -60,7 +62,8 @@ class SoftmaxLossAtK(RecLoss):
     the reference code, is refreshed in every epoch e with (e + 1) % t_beta == 0, after
     every optimiser step, for the users of that batch, by the chosen estimator. On
     sequential data (rows are history prefixes) each row's threshold is instead the exact
-    K-th score of its own query, computed at every step (:meth:`query_thresholds`).
+    K-th score of its own query, computed at every step (:meth:`query_thresholds`), or with
+    ``seq_threshold="prefix_refresh"`` computed in refresh epochs only and kept per prefix in between.
 
     Args:
         k: the K of NDCG@K (20 by default).
@@ -72,7 +75,10 @@ class SoftmaxLossAtK(RecLoss):
         detach_weight: False = the paper's (the weight's gradient flows); True = the weight
             is a constant of each step (an ablation).
         seq_threshold: sequential data only: "prefix" (default; each row's exact K-th score of
-            its own history prefix, every step) or "user" (one threshold per user from its
+            its own history prefix, every step), "prefix_refresh" (that exact threshold taken
+            only in refresh epochs, as the step's own, and kept per prefix for the epochs in
+            between: the t_beta schedule of collaborative filtering applied to prefixes, at a
+            fraction of the exact one's cost) or "user" (one threshold per user from its
             whole training history, estimated and refreshed as for collaborative filtering:
             an ablation).
         estimator: name of a threshold estimator (``sampled``, ``exact``, ...) or a dict
@@ -101,7 +107,10 @@ class SoftmaxLossAtK(RecLoss):
         self.estimator: ThresholdEstimator = from_spec(estimator)
         self.diagnostics_users = int(diagnostics_users)
         self.refreshing = False
+        self.refreshes = 0
         self.per_query = False
+        self.per_prefix = False  # prefix_refresh on sequences: beta has one entry per training pair
+        self._staleness: list[Tensor] = []
         self.register_buffer("beta", torch.zeros(0))
         self.register_buffer("diag_users", torch.zeros(0, dtype=torch.int64))
         self._train_csr: CSR | None = None
@@ -109,7 +118,10 @@ class SoftmaxLossAtK(RecLoss):
     def bind(self, data: TrainData) -> None:
         # sequential data: rows are history prefixes, thresholds are per query (see query_thresholds)
         self.per_query = data.sequences is not None and self.seq_threshold == "prefix"
-        self.beta = torch.zeros(data.n_users, device=self.beta.device)
+        self.per_prefix = data.sequences is not None and self.seq_threshold == "prefix_refresh"
+        # per prefix: a pair id is its target's position, so a prefix keeps its entry across epochs
+        self.beta = torch.zeros(data.n_pairs if self.per_prefix else data.n_users, device=self.beta.device)
+        self._staleness = []
         self.estimator.bind(data)
         self._train_csr = data.train
         gen = torch.Generator().manual_seed(0)
@@ -117,10 +129,17 @@ class SoftmaxLossAtK(RecLoss):
         self.diag_users = torch.randperm(data.n_users, generator=gen)[:n].sort().values.to(self.beta.device)
 
     def synced_rows(self, batch: LossBatch) -> SyncedRows:
+        if self.per_prefix:
+            return [(self.beta, batch.require("pair_ids"))]
         return [(self.beta, batch.require("users")), *self.estimator.synced_rows(batch)]
 
     def forward(self, batch: LossBatch) -> Tensor:
-        beta = self.query_thresholds(batch) if self.per_query else self.beta[batch.require("users")]
+        if self.per_query:
+            beta = self.query_thresholds(batch)
+        elif self.per_prefix:
+            beta = self.prefix_thresholds(batch)
+        else:
+            beta = self.beta[batch.require("users")]
         return slk_loss(batch.pos, batch.neg, beta, self.tau_d, self.tau_w, self.self_term, batch.neg_valid,
                         self.detach_weight)
 
@@ -148,13 +167,46 @@ class SoftmaxLossAtK(RecLoss):
         full_scores = batch.require("full_scores")
         return torch.cat([kth_largest(full_scores(part), self.k) for part in rows.split(chunk)])
 
+    @torch.no_grad()
+    def prefix_thresholds(self, batch: LossBatch, chunk: int = 4096) -> Tensor:
+        """(B,) each row's stored prefix threshold; in a refresh epoch first replaced by the exact one
+        (:meth:`query_thresholds`' K-th score, taken from the step's own scores before its update:
+        no extra scoring pass). A refresh also records how far the replaced (stale) thresholds had
+        drifted, on one row in :data:`STALENESS_STRIDE`, for :meth:`diagnostics`: the rank each one
+        held in its prefix's current score row (1 + #{items scored above it}; K when it is exact)
+        and (exact - stale) / tau_w."""
+        pair_ids = batch.require("pair_ids")
+        if not self.refreshing:
+            return self.beta[pair_ids]
+        full_scores = batch.require("full_scores")
+        fresh, ranks = [], []
+        rows = torch.arange(batch.pos.shape[0], device=batch.pos.device)
+        # the drift's rank is counted on every STALENESS_STRIDE-th row: a full count is one more pass
+        # over the (P, I) scores, about as dear as the K-th score itself
+        measure = self.refreshes > 1  # before the first refresh every stored threshold is the initial 0
+        for part in rows.split(chunk):
+            scores = full_scores(part)
+            fresh.append(kth_largest(scores, self.k))
+            if measure:
+                sampled = part[::STALENESS_STRIDE] - part[0]
+                ranks.append(1 + (scores[sampled] > self.beta[pair_ids[part[sampled]], None]).sum(1))
+        beta = torch.cat(fresh)
+        if measure:
+            stale = self.beta[pair_ids]
+            self._staleness.append(torch.stack([torch.cat(ranks).to(beta.dtype),
+                                                ((beta - stale) / self.tau_w)[::STALENESS_STRIDE]], 1))
+        self.beta[pair_ids] = beta.to(self.beta.dtype)
+        return beta
+
     def on_train_epoch_start(self, epoch: int) -> None:
         self.refreshing = (epoch + 1) % self.t_beta == 0
+        # refresh epochs so far, this one included (a checkpoint's epoch restores the count)
+        self.refreshes = (epoch + 1) // self.t_beta
         self.estimator.on_train_epoch_start(epoch)
 
     @torch.no_grad()
     def after_step(self, batch: LossBatch) -> None:
-        if self.refreshing and not self.per_query:
+        if self.refreshing and not (self.per_query or self.per_prefix):
             beta = self.estimator.estimate_batch(batch, self.k)
             self.beta[batch.require("users")] = beta.to(self.beta.dtype)
 
@@ -173,6 +225,8 @@ class SoftmaxLossAtK(RecLoss):
           positive far above every other item makes its log-sum negative, so this can fail
           where the theorem's own form holds.
         """
+        if self.per_prefix:
+            return self._prefix_staleness()
         users = self.diag_users
         if users.numel() == 0 or self._train_csr is None or self.per_query:
             return {}
@@ -206,3 +260,15 @@ class SoftmaxLossAtK(RecLoss):
                 out[key] = float((minus_log_dcg <= bound[eligible] + 1e-6).float().mean())
         out["thm32_eligible_users"] = float(eligible.sum())
         return out
+
+    def _prefix_staleness(self) -> dict[str, float]:
+        """prefix_refresh's drift, over the rows of the refresh epochs since the last validation: the
+        median rank of a prefix's stored threshold in its current scores just before it was replaced
+        (``prefix_beta_stale_rank_median``; K would mean no drift) and the mean (exact - stale) / tau_w
+        (``prefix_beta_stale_gap_over_tau_w``). Nothing before the second refresh."""
+        if not self._staleness:
+            return {}
+        drift = torch.cat(self._staleness)
+        self._staleness = []
+        return {"prefix_beta_stale_rank_median": float(drift[:, 0].median()),
+                "prefix_beta_stale_gap_over_tau_w": float(drift[:, 1].mean())}

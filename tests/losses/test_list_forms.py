@@ -192,5 +192,57 @@ def test_slk_on_sequences_thresholds_by_prefix_unless_asked_per_user(train_data)
     prefix.bind(data)
     user.bind(data)
     assert prefix.per_query and not user.per_query and user.beta.shape == (3,)
-    with pytest.raises(ConfigError, match=r"loss.seq_threshold='query': use prefix or user"):
+    with pytest.raises(ConfigError, match=r"loss.seq_threshold='query': use prefix or prefix_refresh or user"):
         build("slk", seq_threshold="query")
+
+
+def test_slk_prefix_refresh_keeps_each_prefix_exact_threshold_between_refresh_epochs(train_data):
+    """loss.seq_threshold=prefix_refresh: in a refresh epoch a row's threshold is its prefix's exact K-th
+    score (as with prefix) and is stored under its pair id; in the epochs between, the stored value is
+    used though the scores moved; a later refresh records how far the stored ones had drifted (their
+    rank in the new scores, counted here by brute force, on one row in STALENESS_STRIDE)."""
+    from dataclasses import replace
+
+    from bench.contracts import LossBatch
+    from bench.losses.slk import STALENESS_STRIDE, slk_loss
+
+    data = replace(train_data(3, 10, {0: [1, 2], 1: [3], 2: [4, 5]}), sequences=object(), n_pairs=30)
+    loss = build("slk", k=2, t_beta=2, tau_d=0.5, tau_w=1.5, seq_threshold="prefix_refresh")
+    loss.bind(data)
+    assert loss.per_prefix and not loss.per_query and loss.beta.shape == (30,)
+    g = torch.Generator().manual_seed(0)
+    rows = 2 * STALENESS_STRIDE + 1
+    pair_ids = torch.randperm(30, generator=g)[:rows]
+    pos, neg = torch.randn(rows, generator=g), torch.randn(rows, 4, generator=g)
+
+    def step(epoch: int, table: torch.Tensor) -> torch.Tensor:
+        loss.on_train_epoch_start(epoch)
+        batch = LossBatch(pos=pos, neg=neg, pair_ids=pair_ids, full_scores=lambda at: table[at])
+        return loss(batch)
+
+    def kth(table: torch.Tensor) -> torch.Tensor:  # the 2nd largest of each row, by sorting
+        return table.sort(dim=1, descending=True).values[:, 1]
+
+    def expected(beta: torch.Tensor) -> float:
+        return float(slk_loss(pos, neg, beta, 0.5, 1.5))
+
+    first, second = torch.randn(rows, 10, generator=g), torch.randn(rows, 10, generator=g)
+    # epoch 0 is not a refresh epoch (t_beta 2): every threshold is the initial 0
+    assert step(0, first) == pytest.approx(expected(torch.zeros(rows)), rel=1e-6)
+    # epoch 1 refreshes: the exact thresholds of the step's scores, stored per pair id
+    assert step(1, first) == pytest.approx(expected(kth(first)), rel=1e-6)
+    untouched = torch.ones(30, dtype=torch.bool).index_fill_(0, pair_ids, False)
+    assert torch.equal(loss.beta[pair_ids], kth(first)) and not loss.beta[untouched].any()
+    assert loss.diagnostics(None) == {}  # the first refresh replaced zeros: no drift to report
+    # epoch 2: the scores moved, the stored thresholds stay
+    assert step(2, second) == pytest.approx(expected(kth(first)), rel=1e-6)
+    # epoch 3 refreshes again and records the drift of the replaced thresholds in the new scores
+    assert step(3, second) == pytest.approx(expected(kth(second)), rel=1e-6)
+    measured = list(range(0, rows, STALENESS_STRIDE))  # rows 0, S and 2S
+    ranks = sorted(1 + sum(float(s) > float(kth(first)[r]) for s in second[r]) for r in measured)
+    gaps = ((kth(second) - kth(first)) / 1.5)[measured]
+    diag = loss.diagnostics(None)
+    assert diag["prefix_beta_stale_rank_median"] == ranks[1]
+    assert diag["prefix_beta_stale_gap_over_tau_w"] == pytest.approx(float(gaps.mean()), rel=1e-6)
+    assert ranks != [2, 2, 2]  # the case is one where the stored thresholds did drift
+    assert loss.diagnostics(None) == {}  # reported once per validation
