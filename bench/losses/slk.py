@@ -47,7 +47,7 @@ def list_thresholds(scores: Tensor, mask: Tensor, k: int) -> Tensor:
     return ordered.gather(1, place).squeeze(1)
 
 
-#: prefix_refresh measures its thresholds' drift on one row in this many (see prefix_thresholds)
+#: prefix_refresh measures its thresholds' drift on one batch row in this many (see prefix_thresholds)
 STALENESS_STRIDE = 8
 #: how SL@K thresholds rows of sequential data (``loss.seq_threshold``)
 SEQ_THRESHOLDS = ("prefix", "prefix_refresh", "user")
@@ -129,8 +129,8 @@ class SoftmaxLossAtK(RecLoss):
         self.diag_users = torch.randperm(data.n_users, generator=gen)[:n].sort().values.to(self.beta.device)
 
     def synced_rows(self, batch: LossBatch) -> SyncedRows:
-        if self.per_prefix:
-            return [(self.beta, batch.require("pair_ids"))]
+        if self.per_prefix:  # stored thresholds change in refresh epochs only
+            return [(self.beta, batch.require("pair_ids"))] if self.refreshing else []
         return [(self.beta, batch.require("users")), *self.estimator.synced_rows(batch)]
 
     def forward(self, batch: LossBatch) -> Tensor:
@@ -171,30 +171,33 @@ class SoftmaxLossAtK(RecLoss):
     def prefix_thresholds(self, batch: LossBatch, chunk: int = 4096) -> Tensor:
         """(B,) each row's stored prefix threshold; in a refresh epoch first replaced by the exact one
         (:meth:`query_thresholds`' K-th score, taken from the step's own scores before its update:
-        no extra scoring pass). A refresh also records how far the replaced (stale) thresholds had
-        drifted, on one row in :data:`STALENESS_STRIDE`, for :meth:`diagnostics`: the rank each one
-        held in its prefix's current score row (1 + #{items scored above it}; K when it is exact)
-        and (exact - stale) / tau_w."""
+        no extra scoring pass). A refresh also records, for :meth:`diagnostics`, how far the replaced
+        (stale) thresholds were from what the exact mode would have used in this step, on the rows
+        whose index in the batch is a multiple of :data:`STALENESS_STRIDE`: the rank each one held
+        in its prefix's current score row (1 + #{items scored above it}; K when it equals the exact
+        one) and (exact - stale) / tau_w. The scores are the step's training-mode ones (SASRec's
+        dropout included), as the exact mode's thresholds are, so the rank holds the model's change
+        since the last refresh and the dropout draw's difference alike."""
         pair_ids = batch.require("pair_ids")
         if not self.refreshing:
             return self.beta[pair_ids]
         full_scores = batch.require("full_scores")
-        fresh, ranks = [], []
+        fresh, drift = [], []
         rows = torch.arange(batch.pos.shape[0], device=batch.pos.device)
-        # the drift's rank is counted on every STALENESS_STRIDE-th row: a full count is one more pass
-        # over the (P, I) scores, about as dear as the K-th score itself
+        # a full rank count is one more pass over the (P, I) scores, about as dear as the K-th score
         measure = self.refreshes > 1  # before the first refresh every stored threshold is the initial 0
         for part in rows.split(chunk):
             scores = full_scores(part)
-            fresh.append(kth_largest(scores, self.k))
+            kth = kth_largest(scores, self.k)
+            fresh.append(kth)
             if measure:
-                sampled = part[::STALENESS_STRIDE] - part[0]
-                ranks.append(1 + (scores[sampled] > self.beta[pair_ids[part[sampled]], None]).sum(1))
+                local = (part % STALENESS_STRIDE == 0).nonzero().squeeze(1)
+                stale = self.beta[pair_ids[part[local]]]
+                rank = 1 + (scores[local] > stale[:, None]).sum(1)
+                drift.append(torch.stack([rank.to(kth.dtype), (kth[local] - stale) / self.tau_w], 1))
         beta = torch.cat(fresh)
         if measure:
-            stale = self.beta[pair_ids]
-            self._staleness.append(torch.stack([torch.cat(ranks).to(beta.dtype),
-                                                ((beta - stale) / self.tau_w)[::STALENESS_STRIDE]], 1))
+            self._staleness.append(torch.cat(drift))
         self.beta[pair_ids] = beta.to(self.beta.dtype)
         return beta
 
@@ -202,6 +205,8 @@ class SoftmaxLossAtK(RecLoss):
         self.refreshing = (epoch + 1) % self.t_beta == 0
         # refresh epochs so far, this one included (a checkpoint's epoch restores the count)
         self.refreshes = (epoch + 1) // self.t_beta
+        if self.refreshing:  # the drift reported is the latest refresh epoch's
+            self._staleness = []
         self.estimator.on_train_epoch_start(epoch)
 
     @torch.no_grad()
@@ -262,13 +267,15 @@ class SoftmaxLossAtK(RecLoss):
         return out
 
     def _prefix_staleness(self) -> dict[str, float]:
-        """prefix_refresh's drift, over the rows of the refresh epochs since the last validation: the
-        median rank of a prefix's stored threshold in its current scores just before it was replaced
-        (``prefix_beta_stale_rank_median``; K would mean no drift) and the mean (exact - stale) / tau_w
-        (``prefix_beta_stale_gap_over_tau_w``). Nothing before the second refresh."""
+        """prefix_refresh's drift at its latest refresh epoch (every measured row of that epoch; see
+        :meth:`prefix_thresholds`): the median rank of the stored thresholds in their prefixes' scores
+        just before they were replaced (``prefix_beta_stale_rank_median``; K where they equal what the
+        exact mode would have used) and the mean (exact - stale) / tau_w
+        (``prefix_beta_stale_gap_over_tau_w``). The same values at every validation until the next
+        refresh epoch; nothing before the second refresh, nor after a resume until the next refresh
+        (they are not checkpointed), nor from other data-parallel ranks (this rank's rows)."""
         if not self._staleness:
             return {}
         drift = torch.cat(self._staleness)
-        self._staleness = []
         return {"prefix_beta_stale_rank_median": float(drift[:, 0].median()),
                 "prefix_beta_stale_gap_over_tau_w": float(drift[:, 1].mean())}

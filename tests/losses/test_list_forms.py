@@ -245,4 +245,21 @@ def test_slk_prefix_refresh_keeps_each_prefix_exact_threshold_between_refresh_ep
     assert diag["prefix_beta_stale_rank_median"] == ranks[1]
     assert diag["prefix_beta_stale_gap_over_tau_w"] == pytest.approx(float(gaps.mean()), rel=1e-6)
     assert ranks != [2, 2, 2]  # the case is one where the stored thresholds did drift
-    assert loss.diagnostics(None) == {}  # reported once per validation
+    # the latest refresh's drift stands until the next refresh epoch; stored thresholds are shared
+    # across data-parallel ranks only when they change
+    step(4, first)
+    assert loss.diagnostics(None) == diag
+    assert loss.synced_rows(LossBatch(pos=pos, neg=neg, pair_ids=pair_ids)) == []
+    # a batch scored in chunks (5 rows, not a multiple of the stride) gives the same thresholds and drift
+    import copy
+
+    batch = LossBatch(pos=pos, neg=neg, pair_ids=pair_ids, full_scores=lambda at: first[at])
+    chunked = copy.deepcopy(loss)
+    for one, chunk in ((loss, 4096), (chunked, 5)):
+        one.on_train_epoch_start(5)
+        assert torch.equal(one.prefix_thresholds(batch, chunk=chunk), kth(first))
+    assert loss.diagnostics(None) == chunked.diagnostics(None) != diag
+    ranks = sorted(1 + sum(float(s) > float(kth(second)[r]) for s in first[r]) for r in measured)
+    assert loss.diagnostics(None)["prefix_beta_stale_rank_median"] == ranks[1]
+    (synced, at), = loss.synced_rows(batch)
+    assert synced is loss.beta and at is pair_ids
