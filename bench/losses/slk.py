@@ -193,7 +193,7 @@ class SoftmaxLossAtK(RecLoss):
             if measure:
                 local = (part % STALENESS_STRIDE == 0).nonzero().squeeze(1)
                 stale = self.beta[pair_ids[part[local]]]
-                rank = 1 + (scores[local] > stale[:, None]).sum(1)
+                rank = ranks_within(scores[local], stale[:, None]).squeeze(1)
                 drift.append(torch.stack([rank.to(kth.dtype), (kth[local] - stale) / self.tau_w], 1))
         beta = torch.cat(fresh)
         if measure:
