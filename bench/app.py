@@ -11,11 +11,11 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from bench.composition import CONFIG_DIR, compose, recompose_run, supersede
 from bench.console import configure as configure_console
+from bench.distributed import process_rank
 from bench.errors import BenchError, find_user_error
 from bench.evaluation.per_edge import format_per_edge
 from bench.evaluation.sampled import format_sampled
@@ -58,7 +58,7 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     hydra_on = HydraConfig.initialized()
     multirun = hydra_on and HydraConfig.get().mode == RunMode.MULTIRUN
     overrides = list(HydraConfig.get().overrides.task) if hydra_on else []
-    rank_zero = getattr(rank_zero_only, "rank", 0) == 0
+    rank_zero = process_rank() == 0
     run_log = RunLog() if hydra_on and rank_zero else None
     if hydra_on and not rank_zero:  # DDP: a rank > 0 logs beside rank 0's bench.log, as Lightning names it
         log_other_rank(Path(cfg.output_dir), HydraConfig.get().job.name)
@@ -99,7 +99,7 @@ def run_job(cfg: DictConfig) -> RunResult | None:
     finally:
         if run_log is not None:
             run_log.close()
-    if getattr(rank_zero_only, "rank", 0) != 0:  # DDP: one report, from rank 0
+    if process_rank() != 0:  # DDP: one report, from rank 0
         return results
     ks = list(cfg.eval.ks)
     queries = "lists" if "fold" in results.data else "users"  # task=ltr evaluates ranked lists

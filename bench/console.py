@@ -21,8 +21,13 @@ LIBRARY_WARNINGS = (r".*isinstance\(treespec, LeafSpec\).*",
                     r".*The `srun` command is available on your system but is not used.*")
 
 
+#: the last :func:`configure` call's choice, for :func:`reapply`
+_configured: list[bool] = []
+
+
 def configure(verbose: bool) -> None:
     """Quiet (``verbose`` False) or everything (True), for this process; idempotent."""
+    _configured[:] = [verbose]
     level = logging.INFO if verbose else logging.WARNING
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(level)
@@ -31,6 +36,13 @@ def configure(verbose: bool) -> None:
             warnings.filterwarnings("default", message=pattern)
         else:
             warnings.filterwarnings("ignore", message=pattern)
+
+
+def reapply() -> None:
+    """:func:`configure` again, as last called: importing Lightning sets its loggers to INFO, and a run
+    imports it only once its folder is its own (after the console was configured)."""
+    if _configured:
+        configure(_configured[0])
 
 
 def wants_verbose(argv: list[str]) -> list[str]:
@@ -83,3 +95,8 @@ class ConsoleHandler(logging.StreamHandler):
         except Exception:  # the bar is a nicety: never lose a line for it
             pass
         super().emit(record)
+
+
+def output_is_terminal() -> bool:
+    """Whether the run's output goes to a terminal (a progress bar helps there, not in logs)."""
+    return sys.stderr.isatty()

@@ -73,6 +73,19 @@ def pin_cpu_digits(environ: MutableMapping[str, str] = os.environ) -> str:
     return mode
 
 
+def run_device(cfg: Any) -> str | None:
+    """The CUDA device a run's config (its ``trainer``) will train on, for its records; None on the CPU."""
+    from collections.abc import Sequence
+
+    import torch
+
+    if str(cfg.trainer.get("accelerator", "auto")) not in ("auto", "gpu", "cuda") or not torch.cuda.is_available():
+        return None
+    devices = cfg.trainer.get("devices")
+    return f"cuda:{devices[0]}" if isinstance(devices, Sequence) and not isinstance(devices, str) and devices \
+        else "cuda"
+
+
 def digits_record(device: str | None = None) -> dict[str, Any]:
     """What this process's numbers depend on beyond the code, the data and the seed: the torch
     version, the CPU kernels in use (ATen's capability, MKL's path), the CPU threads, whether

@@ -7,9 +7,30 @@ All collectives are no-ops in a single process, so single-device runs are unchan
 
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+#: where launchers put a process's global rank, in the order Lightning reads them (LOCAL_RANK before
+#: SLURM_PROCID: SLURM sets that one even where it does not start the processes)
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+
+
+def process_rank() -> int:
+    """This process's global rank as Lightning's ``rank_zero_only.rank`` holds it, read without
+    importing Lightning (seconds, which a refused command should not pay): the value Lightning set,
+    once it is imported, else the launcher's environment as Lightning reads it on import; 0 alone."""
+    held = sys.modules.get("lightning_utilities.core.rank_zero")
+    rank = getattr(getattr(held, "rank_zero_only", None), "rank", None)
+    if rank is not None:
+        return int(rank)
+    for key in RANK_VARIABLES:
+        if os.environ.get(key) is not None:
+            return int(os.environ[key])
+    return 0
 
 
 def world_size() -> int:

@@ -6,14 +6,16 @@ import logging
 import netrc
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from bench.errors import ConfigError
 from bench.records.configuration import variant_suffix
+
+if TYPE_CHECKING:
+    from lightning.pytorch.loggers import Logger
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from bench.console import output_is_terminal
 from bench.loggers import run_variant
 from bench.parallel import parallel_jobs
-from bench.tasks.callbacks import output_is_terminal
 
 RESOLVERS: dict[str, Callable[..., Any]] = {
     # conf/logger/wandb.yaml: seeds of one configuration share a W&B group, and a sweep over

@@ -23,7 +23,6 @@ from bench.composition import compose
 from bench.loggers import resolve_wandb_mode
 from bench.records import COMPLETED, RunResult, find_runs, variant_overrides
 from bench.records.layout import SWEEP_ID_ENV
-from bench.report.summary import jobs_not_run, summarize, wandb_summary_fields, write_summary
 from bench.run import check_settings
 
 log = logging.getLogger(__name__)
@@ -169,6 +168,8 @@ class SweepCallback(Callback):
         os.environ[SWEEP_ID_ENV] = self.sweep_id
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from bench.report.summary import jobs_not_run, write_summary  # pandas and plots: after the runs
+
         root = Path(config.hydra.sweep.dir)
         runs, notes = find_runs([root])
         for note in notes:
@@ -203,6 +204,8 @@ def _log_summary_to_mlflow(config: DictConfig, summary: Any) -> None:
     """One MLflow run per configuration, tagged ``job_type=summary`` and with its seeds' ``group``:
     the seed summary's fields as metrics (``ndcg20/mean``, ``ndcg20/ci_low``, ...; MLflow's names have
     no ``@``)."""
+    from bench.report.summary import wandb_summary_fields
+
     try:
         import mlflow
 
@@ -226,6 +229,8 @@ def _log_summary_to_mlflow(config: DictConfig, summary: Any) -> None:
 def _log_summary_to_tensorboard(config: DictConfig, summary: Any) -> None:
     """The seed summary as TensorBoard scalars under ``<sweep>/tensorboard/summary-<configuration>``
     (``ndcg@20/mean``, ``ndcg@20/ci_low``, ...)."""
+    from bench.report.summary import wandb_summary_fields
+
     try:
         from torch.utils.tensorboard import SummaryWriter
 
@@ -241,6 +246,8 @@ def _log_summary_to_tensorboard(config: DictConfig, summary: Any) -> None:
 def _log_summary_to_wandb(config: DictConfig, runs: list[RunResult], summary: Any) -> None:
     """One ``job_type=summary`` run per configuration, in the W&B group of its seeds: the CI
     table (``seed_summary``) and per-metric fields (``ndcg@20/mean``, ``ndcg@20/ci_low``, ...)."""
+    from bench.report.summary import summarize, wandb_summary_fields
+
     try:
         import wandb
 

@@ -21,7 +21,7 @@ Measured, per data set:
   and with bench's chunk size (``eval.max_scores`` = 16,777,216 scores a batch);
 - the test metrics after the same epochs (the same data, the same settings; the initialisations
   and negatives differ, so equal only within training noise);
-- start-up: ``python -m bench --help``, ``python -c "import bench.run"`` (what a run imports) and
+- start-up: ``python -m bench --help``, ``python -c "import bench.training"`` (what a run imports) and
   ``python -c "import recbole.quick_start"`` (what RecBole's ``run_recbole`` imports), best of
   ``--rounds``.
 
@@ -90,7 +90,7 @@ def _bench_overrides(dataset: str, args: argparse.Namespace, out: str) -> list[s
 def export_atomic(dataset: str, folder: Path) -> dict[str, int]:
     """bench's splits of ``dataset`` (seed 0's validation) as RecBole atomic files in ``folder/dataset``."""
     from bench.app import compose
-    from bench.run import build_datamodule
+    from bench.training import build_datamodule
 
     dm = build_datamodule(compose([f"dataset={dataset}"]), seed=0)
     splits = dm.splits
@@ -267,7 +267,7 @@ def compare(args: argparse.Namespace) -> None:
                       f"{last['startup_s']:.1f} s, other processes {last['others_cores']:.2f} cores", flush=True)
     startup = {
         "python -m bench --help": _startup([sys.executable, "-m", "bench", "--help"], args.rounds),
-        "import bench.run": _startup([sys.executable, "-c", "import bench.run"], args.rounds),
+        "import bench.training": _startup([sys.executable, "-c", "import bench.training"], args.rounds),
         "import recbole.quick_start": _startup([python, "-W", "ignore", "-c", "import recbole.quick_start"],
                                                args.rounds),
     }
@@ -306,7 +306,7 @@ def compare(args: argparse.Namespace) -> None:
     (help_s, o1), (run_s, o2), (rec_s, o3) = startup.values()
     print(f"| the command line: `python -m bench --help` / `import recbole.quick_start` | {help_s:.2f} | {rec_s:.2f} "
           f"| {help_s / rec_s:.2f} | {max(o1, o3):.2f} |")
-    print(f"| what a run imports: `import bench.run` / `import recbole.quick_start` | {run_s:.2f} | {rec_s:.2f} "
+    print(f"| what a run imports: `import bench.training` / `import recbole.quick_start` | {run_s:.2f} | {rec_s:.2f} "
           f"| {run_s / rec_s:.2f} | {max(o2, o3):.2f} |")
     for ds, t in table.items():
         print(f"| a run on {ds}, process start to its first training step | {t['bench_startup']:.2f} | "

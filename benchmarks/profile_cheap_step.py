@@ -35,10 +35,10 @@ from hydra.utils import instantiate
 
 from bench.allocator import retain_freed_memory, skip_uninitialised_fill
 from bench.app import compose
-from bench.run import build_callbacks, build_datamodule
 from bench.sampling import negatives_generator
 from bench.step import train_step
 from bench.tasks import RankingModule
+from bench.training import build_callbacks, build_datamodule
 
 
 def main() -> None:

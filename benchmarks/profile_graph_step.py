@@ -50,9 +50,9 @@ from bench.composition import compose, config_groups
 from bench.contracts import grouped_scores
 from bench.models.lightgcn import layer_mean
 from bench.models.sparse import sparse_product
-from bench.run import build_datamodule
 from bench.sampling import negatives_generator
 from bench.step import after_update, negatives_overrides, train_step
+from bench.training import build_datamodule
 
 PARTS = ("propagation", "sampling", "loss", "backward", "optimizer", "after step")
 

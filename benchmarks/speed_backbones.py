@@ -27,10 +27,10 @@ from bench.datasets import IRBenchmark, load_dataset, split_validation
 from bench.losses import build as build_loss
 from bench.models import MODELS
 from bench.models.sasrec import UniformMaskDropout
-from bench.run import build_task
 from bench.sampling import negatives_generator
 from bench.step import optimise
 from bench.tasks import RankingDataModule, RankingModule
+from bench.training import build_task
 
 
 def main() -> None:

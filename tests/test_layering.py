@@ -23,8 +23,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("step", ("bench.step",)),
     ("task", ("bench.tasks",)),
     ("report", ("bench.report",)),
-    ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.sweep", "bench.resumable",
-             "bench.collect")),
+    ("run", ("bench.loggers", "bench.resolvers", "bench.composition", "bench.run", "bench.training", "bench.sweep",
+             "bench.resumable", "bench.collect")),
     ("analysis", ("bench.analysis", "bench.export", "bench.study", "bench.site", "bench.tune")),
     ("command line", ("bench.app", "bench.help", "bench", "bench.__main__")),
 ]
@@ -164,5 +164,20 @@ def test_the_report_reads_records_and_never_a_checkpoint():
         if path.name == "__main__.py":
             continue
         units = {_unit(t) for t in _imports(path)}
-        assert not units & {"bench.run", "bench.tasks", "bench.models", "bench.datasets", "bench.composition",
-                            "bench.analysis"}, (path, units)
+        assert not units & {"bench.run", "bench.training", "bench.tasks", "bench.models", "bench.datasets",
+                            "bench.composition", "bench.analysis"}, (path, units)
+
+
+def test_a_refused_command_never_imports_lightning(tmp_path):
+    """What ``python -m bench`` does before a run owns its folder (the settings' checks, the folder's
+    lock, a resume's checks) imports no Lightning, PyG or plots: a refused command costs ~2 s, not ~6."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "bench", "resume=nowhere"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "resume=nowhere: no such run folder" in proc.stderr, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "bench.app" in imported and "bench.run" in imported, sorted(imported)[:20]
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("lightning", "torch_geometric", "matplotlib"))
+    assert heavy == [], heavy[:10]

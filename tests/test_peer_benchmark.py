@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.app import compose
-from bench.run import build_datamodule
+from bench.training import build_datamodule
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "peer_recbole.py"

@@ -18,9 +18,9 @@ from bench.evaluation.evaluator import split_tie_columns, tie_summary
 from bench.models.base import EmbeddingModel
 from bench.records import RunResult
 from bench.records.io import load_checkpoint
-from bench.run import build_datamodule
 from bench.tasks.datamodule import RankingDataModule
 from bench.tasks.ltr import LtrDataModule
+from bench.training import build_datamodule
 
 
 def run_config(res: RunResult) -> DictConfig:

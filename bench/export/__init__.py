@@ -29,8 +29,8 @@ from bench.evaluation.metrics.ranking import rank_items
 from bench.records import RunResult
 from bench.records.folder import writing_into
 from bench.records.schema import CHECKPOINT_DIR, COMPLETED
-from bench.run import build_datamodule
 from bench.tasks.datamodule import RankingDataModule
+from bench.training import build_datamodule
 
 __all__ = ["SPLITS", "export_run", "run_tag"]
 

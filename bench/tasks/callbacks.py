@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -92,11 +91,6 @@ def early_stopping(monitor: str, patience: int | None) -> EarlyStopping | None:
     if not patience:
         return None
     return EarlyStopping(monitor=monitor, mode="max", patience=int(patience), check_on_train_epoch_end=False)
-
-
-def output_is_terminal() -> bool:
-    """Whether the run's output goes to a terminal (a progress bar helps there, not in logs)."""
-    return sys.stderr.isatty()
 
 
 class StepProgressBar(TQDMProgressBar):

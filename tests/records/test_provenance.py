@@ -76,18 +76,18 @@ def test_a_cuda_run_names_the_gpu_it_trains_on(monkeypatch):
     import torch
     from omegaconf import OmegaConf
 
-    from bench.run import _run_device
+    from bench.determinism import run_device
 
     asked = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: asked.append(d) or f"GPU {d.index}")
     assert hardware_info("cuda:1")["gpu"] == "GPU 1" and asked == [torch.device("cuda:1")]
     trainer = lambda **kw: OmegaConf.create({"trainer": kw})  # noqa: E731
-    assert _run_device(trainer(accelerator="gpu", devices=[2])) == "cuda:2"
-    assert _run_device(trainer(accelerator="auto", devices=1)) == "cuda"
-    assert _run_device(trainer(accelerator="cpu", devices=1)) is None
+    assert run_device(trainer(accelerator="gpu", devices=[2])) == "cuda:2"
+    assert run_device(trainer(accelerator="auto", devices=1)) == "cuda"
+    assert run_device(trainer(accelerator="cpu", devices=1)) is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert _run_device(trainer(accelerator="auto", devices=1)) is None and hardware_info("cuda")["gpu"] is None
+    assert run_device(trainer(accelerator="auto", devices=1)) is None and hardware_info("cuda")["gpu"] is None
 
 
 # -- the data --------------------------------------------------------------------------------
