@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from bench.contracts import TrainData
 from bench.datasets import load_dataset, split_validation
-from bench.distributed import apply_rank_updates, gather_per_user, sync_rows
+from bench.distributed import RANK_VARIABLES, apply_rank_updates, gather_per_user, process_rank, sync_rows
 from bench.evaluation import FullRankingEvaluator
 from bench.records import read_json, read_per_user
 
@@ -52,6 +52,24 @@ def test_collectives_give_every_rank_all_users_and_one_state(tmp_path):
         assert r["ndcg"].tolist() == pytest.approx([u / 10 for u in range(9)])
     assert torch.equal(r0["beta"], r1["beta"])
     assert r0["beta"].tolist() == [2.0, 0, 0, 0, 3.0, 0, 0, 5.0, 0, 0]  # user 4: the higher rank's write
+
+
+def test_process_rank_is_lightnings_and_before_lightning_the_launchers(monkeypatch):
+    """A run decides whether it is rank 0 (the one that locks and writes the folder) before it imports
+    Lightning: the launcher's variables then, read as Lightning reads them on import; Lightning's once set."""
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    for key in RANK_VARIABLES:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.delattr(rank_zero_only, "rank", raising=False)  # as before Lightning's import
+    assert process_rank() == 0
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("LOCAL_RANK", "1")  # SLURM_PROCID is set even where SLURM did not start the ranks
+    assert process_rank() == 1
+    monkeypatch.setenv("RANK", "3")
+    assert process_rank() == 3
+    monkeypatch.setattr(rank_zero_only, "rank", 2, raising=False)  # Lightning's strategy set it
+    assert process_rank() == 2
 
 
 def test_rank_updates_apply_in_rank_order():
