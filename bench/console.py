@@ -39,10 +39,17 @@ def configure(verbose: bool) -> None:
 
 
 def reapply() -> None:
-    """:func:`configure` again, as last called: importing Lightning sets its loggers to INFO, and a run
-    imports it only once its folder is its own (after the console was configured)."""
+    """After Lightning's import, which a run makes only once its folder is its own (after the console
+    was configured): :func:`configure` again, as last called (the import set Lightning's loggers to
+    INFO), and, where the root logger has handlers (a run's console and ``bench.log``), the
+    ``lightning`` logger's own stderr handler removed (its children propagate to the root when it has
+    handlers, so every line of theirs would otherwise show twice)."""
     if _configured:
         configure(_configured[0])
+    if logging.getLogger().hasHandlers():
+        lightning = logging.getLogger("lightning")
+        for handler in [h for h in lightning.handlers if type(h) is logging.StreamHandler]:
+            lightning.removeHandler(handler)
 
 
 def wants_verbose(argv: list[str]) -> list[str]:

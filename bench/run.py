@@ -1,12 +1,10 @@
-"""One run: config -> data -> task -> model + loss -> train -> full-ranking test -> results.json.
+"""One run, up to its training: the settings checked, the folder locked and checked (or the resume
+checked against the run it continues), made the run's, and a failure after that recorded there.
 
-The ``running`` record is written first (so a crash leaves a trace), the data counts once
-the data is loaded, and the callbacks of ``conf/callbacks/`` complete it when testing ends.
-
-This module is what a run does before it trains: its settings are checked, its folder locked
-and checked (or its resume checked against the run it continues), and a refusal is one line
-without Lightning ever being imported (``python -m bench`` answers a bad command in ~2 s, not
-~6). The training itself is :mod:`bench.training`, imported once the folder is the run's.
+None of that imports Lightning: a command refused by those checks (a bad setting, a used folder, a
+resume whose checkpoint or schedule cannot continue) answers in ~2-3 s, not ~6. The training itself
+(data, model, Lightning's fit and test, the ``running`` record) is :mod:`bench.training`, imported
+once every such refusal has passed; what only the data or the trainer can refuse is refused there.
 """
 
 from __future__ import annotations
@@ -114,6 +112,10 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
             check_resumable(out, cfg, resume_checkpoint)
         else:
             check_holds_no_other_run(out)
+        # Lightning (seconds) once every refusal has passed, before the folder is claimed: a run
+        # stopped while it imports leaves the folder as it found it
+        from bench.training import train_in_folder
+
         # a new run's folder is its own from here; a resumed one only once its record is rewritten,
         # after every check (a resume refused on its data or its trainer leaves the folder as it was,
         # the lock file of the process that was killed included)
@@ -124,8 +126,6 @@ def train_and_test(cfg: DictConfig, overrides: Sequence[str] = (), extra_callbac
         if on_owned is not None:
             on_owned(out)
         try:
-            from bench.training import train_in_folder  # Lightning, only now that the folder is the run's
-
             return train_in_folder(cfg, out, True, overrides, extra_callbacks, resume_checkpoint, owner.own)
         except Exception as exc:
             if owner.owns:

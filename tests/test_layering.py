@@ -174,10 +174,18 @@ def test_a_refused_command_never_imports_lightning(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "bench", "resume=nowhere"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "resume=nowhere: no such run folder" in proc.stderr, proc.stderr[-2000:]
-    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "bench.app" in imported and "bench.run" in imported, sorted(imported)[:20]
-    heavy = sorted(m for m in imported if m.split(".")[0] in ("lightning", "torch_geometric", "matplotlib"))
-    assert heavy == [], heavy[:10]
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "results.json").write_text('{"status": "completed"}')
+    tiny = ["dataset.n_users=60", "dataset.n_items=40", "trainer.max_epochs=1"]
+    for args, said in ((["resume=nowhere"], "resume=nowhere: no such run folder"),
+                       ([*tiny, "optimizer.lr=-1", "hydra.run.dir=new"], "optimizer.lr=-1 is out of range"),
+                       ([*tiny, "hydra.run.dir=used"], "already holds a completed run")):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "bench", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr[-2000:])
+        imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+                    if line.startswith("import time:")}
+        assert "bench.app" in imported and "bench.run" in imported, sorted(imported)[:20]
+        heavy = sorted(m for m in imported if m.split(".")[0] in ("lightning", "torch_geometric", "matplotlib"))
+        assert heavy == [], (args, heavy[:10])

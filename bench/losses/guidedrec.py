@@ -186,7 +186,7 @@ class GuidedRec(RecLoss):
         self.list_negatives, self.pos_weight = int(list_negatives), str(pos_weight)
         self.weights = (float(bce_weight), float(surrogate_weight), float(dcg_weight))
         length = self.list_negatives + 1
-        # built here, from the global RNG: bench.run seeds it before instantiating the loss
+        # built here, from the global RNG: bench.training seeds it before instantiating the loss
         self.surrogate = DCGSurrogate(length, 2 * length if width is None else int(width), surrogate == "mlp_nfm")
         self._sums: Tensor | None = None  # diagnostics: per-term sums over this epoch's steps
         self._steps = 0
