@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import platform
 import warnings
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 #: ``BENCH_CPU_DIGITS``: ``portable`` (default: the pins below) or ``native`` (each CPU's fastest kernels)
@@ -75,8 +75,6 @@ def pin_cpu_digits(environ: MutableMapping[str, str] = os.environ) -> str:
 
 def run_device(cfg: Any) -> str | None:
     """The CUDA device a run's config (its ``trainer``) will train on, for its records; None on the CPU."""
-    from collections.abc import Sequence
-
     import torch
 
     if str(cfg.trainer.get("accelerator", "auto")) not in ("auto", "gpu", "cuda") or not torch.cuda.is_available():

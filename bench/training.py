@@ -64,9 +64,8 @@ def _versions() -> dict[str, str]:
     from importlib import metadata
 
     import hydra
-    import lightning
 
-    out = {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
+    out = {"python": platform.python_version(), "torch": torch.__version__, "lightning": L.__version__,
            "hydra": hydra.__version__}
     for name in RECORDED_LIBRARIES:
         try:
