@@ -1,4 +1,5 @@
-"""How long ``python -m bench`` takes to refuse a command, against what a run imports before training.
+"""How long ``python -m bench`` and the reading commands take to refuse a command, against what a run
+imports before training.
 
 A refusal is answered before Lightning is imported (``bench.run`` checks the settings, locks and
 checks the folder, checks a resume; ``bench.training`` and Lightning come only once the folder is
@@ -8,6 +9,9 @@ the run's). Each case is a fresh process, timed from start to exit, median of ``
 - ``used folder``: a new run into the folder of a completed run (refused by the folder's lock);
 - ``resume, no folder``: ``resume=`` of a folder that does not exist;
 - ``resume, nothing left``: ``resume=`` of a completed run with no more epochs (the checkpoint is read);
+- the reading commands' argument errors on that completed run: ``bench.thresholds --ks 0``,
+  ``bench.export --k 0``, ``bench.report --confidence -1``, and an ``--out`` that is a file
+  (``bench.thresholds``, ``bench.report``): answered before the analysis stack is imported;
 - and, for scale, ``python -c "import bench.training"``: what a run imports before its first step.
 
     python benchmarks/speed_refused_command.py [--rounds 5]
@@ -52,6 +56,13 @@ def main() -> int:
             "used folder (a completed run's)": (["-m", "bench", *TINY, "hydra.run.dir=done"], 2),
             "resume, no folder": (["-m", "bench", "resume=nowhere"], 2),
             "resume, nothing left to train": (["-m", "bench", "resume=done"], 0),
+            "`bench.thresholds done --ks 0`": (["-m", "bench.thresholds", "done", "--ks", "0"], 2),
+            "`bench.thresholds done --out done/results.json`": (
+                ["-m", "bench.thresholds", "done", "--out", "done/results.json"], 2),
+            "`bench.export done --k 0`": (["-m", "bench.export", "done", "--k", "0"], 2),
+            "`bench.report done --confidence -1`": (["-m", "bench.report", "done", "--confidence", "-1"], 2),
+            "`bench.report done --out done/results.json`": (
+                ["-m", "bench.report", "done", "--out", "done/results.json"], 2),
             "for scale: `import bench.training` (what a run imports)": (["-c", "import bench.training"], 0),
         }
         print(f"Refused commands, fresh process each, median of {args.rounds} ({machine()})\n")

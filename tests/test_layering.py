@@ -189,3 +189,29 @@ def test_a_refused_command_never_imports_lightning(tmp_path):
         assert "bench.app" in imported and "bench.run" in imported, sorted(imported)[:20]
         heavy = sorted(m for m in imported if m.split(".")[0] in ("lightning", "torch_geometric", "matplotlib"))
         assert heavy == [], (args, heavy[:10])
+
+
+@pytest.mark.parametrize("module, args, said", [
+    ("bench.thresholds", ["run", "--ks", "0"], "argument --ks: 0 is out of range"),
+    ("bench.thresholds", ["run", "--estimators", "nope"], "unknown threshold estimator 'nope'; known:"),
+    ("bench.thresholds", ["run", "--out", "file.txt"], "--out file.txt is a file"),
+    ("bench.export", ["run", "--k", "0"], "k=0: the list length must be a whole number >= 1"),
+    ("bench.report", ["run", "--confidence", "-1"], "--confidence -1.0 / --alpha 0.05"),
+    ("bench.report", ["run", "--out", "file.txt"], "--out file.txt is a file"),
+])
+def test_the_reading_commands_answer_a_bad_option_before_the_analysis_stack(tmp_path, module, args, said):
+    """``bench.thresholds``, ``bench.export`` and ``bench.report`` check their options before they
+    import what reads a run (Lightning, the data modules, the plots): a mistyped option costs ~1-2 s."""
+    import subprocess
+    import sys
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "file.txt").write_text("not a folder")
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", module, *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and said in proc.stderr, (module, args, proc.stderr[-2000:])
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert module in imported, sorted(imported)[:20]
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("lightning", "torch_geometric", "matplotlib", "hydra")
+                   or m.startswith(("bench.training", "bench.analysis", "bench.tasks")))
+    assert heavy == [], (module, args, heavy[:10])

@@ -31,8 +31,7 @@ from bench.records import CHECKPOINT_DIR, RunResult
 from bench.sampling import UniformNegativeSampler, make_generator
 from bench.thresholds import ESTIMATORS, kth_largest
 from bench.thresholds.cached import CachedEstimator
-
-DEFAULT_ESTIMATORS = ("sampled", "cached", "stratified", "binomial_safe", "quantile")
+from bench.thresholds.registry import DEFAULT_ESTIMATORS
 
 
 @dataclass

@@ -22,15 +22,12 @@ from typing import IO
 import torch
 from torch import Tensor
 
-from bench.analysis.checkpoints import load_model, run_config
 from bench.errors import BenchError, storage_error
 from bench.evaluation import FullRankingEvaluator
 from bench.evaluation.metrics.ranking import rank_items
 from bench.records import RunResult
 from bench.records.folder import writing_into
 from bench.records.schema import CHECKPOINT_DIR, COMPLETED
-from bench.tasks.datamodule import RankingDataModule
-from bench.training import build_datamodule
 
 __all__ = ["SPLITS", "export_run", "run_tag"]
 
@@ -136,6 +133,12 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None, k: int = 
     ckpt = _checkpoint_path(res, checkpoint)
     assert res.run_dir is not None
     out = Path(out_dir) if out_dir is not None else res.run_dir / "export"
+
+    # the training stack (Lightning, the data modules) only once the arguments and the run passed, so
+    # that a mistyped option is answered in a couple of seconds
+    from bench.analysis.checkpoints import load_model, run_config
+    from bench.tasks.datamodule import RankingDataModule
+    from bench.training import build_datamodule
 
     cfg = run_config(res)
     datamodule = build_datamodule(cfg, res.seed)

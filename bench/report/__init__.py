@@ -16,48 +16,22 @@ Writes ``report.md``, ``report.csv``, ``report.tex`` and the plots to ``--out``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from bench.report.plots import write_plots
-from bench.report.render import legend, to_latex, to_markdown
-from bench.report.runs import RunRecord, assign_labels, from_wandb
-from bench.report.tables import build
+if TYPE_CHECKING:
+    from bench.report.make import Report, make_report
+    from bench.report.runs import RunRecord, from_wandb
+    from bench.report.tables import build
 
 __all__ = ["Report", "make_report", "RunRecord", "from_wandb", "build"]
 
-
-@dataclass
-class Report:
-    table: pd.DataFrame
-    markdown: str
-    latex: str
-    notes: list[str] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
+# The package's names load on first use (PEP 562): ``python -m bench.report`` imports this file before
+# its command line, which answers a mistyped option before pandas, scipy and the losses are imported.
+_HOME = {"Report": "make", "make_report": "make", "RunRecord": "runs", "from_wandb": "runs", "build": "tables"}
 
 
-def make_report(records: list[RunRecord], metrics: list[str], baseline: str | None = None, confidence: float = 0.95,
-                alpha: float = 0.05, correction: str = "holm", out_dir: Path | None = None,
-                plots: bool = True, plot_metric: str | None = None) -> Report:
-    """Build the tables (and write them with the plots when ``out_dir`` is given)."""
-    notes = assign_labels(records)
-    table, more = build(records, metrics, baseline, confidence, alpha, correction)
-    notes += more
-    text = legend(confidence, alpha, correction, baseline if table["baseline"].astype(bool).any() else None)
-    report = Report(table, to_markdown(table, text), to_latex(table, text), notes)
-    if out_dir is not None:
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, content in (("report.md", report.markdown), ("report.tex", report.latex),
-                              ("report.csv", table.to_csv(index=False))):
-            (out_dir / name).write_text(content)
-            report.files.append(out_dir / name)
-        if plots:
-            report.files += write_plots(records, out_dir, plot_metric or _ndcg_metric(metrics), confidence)
-    return report
-
-
-def _ndcg_metric(metrics: list[str]) -> str:
-    return next((m for m in metrics if m.startswith("ndcg@")), metrics[0])
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'bench.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bench.report.{_HOME[name]}"), name)

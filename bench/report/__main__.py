@@ -8,12 +8,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from bench.collect import from_directories
 from bench.errors import BenchError, one_line_usage_errors
 from bench.records import RESULTS_FILE
 from bench.records.folder import writing_into
 from bench.report import __doc__ as DOC
-from bench.report import from_wandb, make_report
 
 
 def _filters(items: list[str]) -> dict[str, Any]:
@@ -55,20 +53,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
     try:
+        # the arguments first: a mistyped one is answered before any run is read (reading composes
+        # each run's settings, which imports Hydra and torch)
         if bool(args.paths) == bool(args.wandb):
             raise BenchError("give run/sweep directories or --wandb ENTITY/PROJECT (one of the two)")
-        if args.wandb:
-            records, notes = from_wandb(args.wandb, _filters(args.filter))
-        else:
-            records, notes = from_directories(args.paths)
-        if not records:
-            raise BenchError("no completed runs found" + (": " + "; ".join(notes) if notes else ""))
         if not 0 < args.confidence < 1 or not 0 < args.alpha < 1:
             raise BenchError(f"--confidence {args.confidence} / --alpha {args.alpha}: each is a share in (0, 1), "
                              "e.g. --confidence 0.95 --alpha 0.05")
         out = args.out or (args.paths[0] if len(args.paths) == 1 and args.paths[0].is_dir() else Path("report"))
         if out.exists() and not out.is_dir():
             raise BenchError(f"--out {out} is a file; the report writes a folder of files: choose a folder")
+        from bench.collect import from_directories
+        from bench.report import from_wandb, make_report
+
+        if args.wandb:
+            records, notes = from_wandb(args.wandb, _filters(args.filter))
+        else:
+            records, notes = from_directories(args.paths)
+        if not records:
+            raise BenchError("no completed runs found" + (": " + "; ".join(notes) if notes else ""))
         # into a run's own folder only as the run's lock allows, and through no link there
         run_dir = next((p for p in (out, *out.parents) if (p / RESULTS_FILE).is_file()), None)
         with writing_into(run_dir, out) if run_dir is not None else nullcontext():

@@ -14,10 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.analysis.thresholds import DEFAULT_ESTIMATORS, load_setup, plot_ranks, run_study, to_markdown
 from bench.errors import BenchError, one_line_usage_errors
 from bench.records import COMPLETED, RunResult
 from bench.records.folder import writing_into
+from bench.thresholds import ESTIMATORS
+from bench.thresholds.registry import DEFAULT_ESTIMATORS
 
 
 def positive_int(text: str) -> int:
@@ -62,10 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if out.exists() and not out.is_dir():
             raise BenchError(f"--out {out} is a file; the study writes a folder of files: choose a folder")
+        for name in args.estimators:  # an unknown one names the known ones, before any model is loaded
+            ESTIMATORS.get(name)
         res = RunResult.read(args.run)
         if res.status != COMPLETED:
             raise BenchError(f"{args.run} is not a completed run (status {res.live_status()}); study a run that "
                              "finished training and testing")
+        # the analysis stack (Lightning, the data, the models) only once the arguments and the run passed,
+        # so that a mistyped option is answered in a couple of seconds
+        from bench.analysis.thresholds import load_setup, plot_ranks, run_study, to_markdown
+
         setup = load_setup(args.run, args.checkpoint, args.cache_from, args.users, args.negatives, args.tau_w,
                            args.seed)
         if max(args.ks) > setup.train_data.n_items:
