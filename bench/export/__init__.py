@@ -119,6 +119,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None, k: int = 
     """
     if split not in SPLITS:
         raise BenchError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise BenchError(f"--out {out_dir} is a file; the export writes a folder of files: choose a folder")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise BenchError(f"k={k!r}: the list length must be a whole number >= 1, e.g. --k 100")
     try:

@@ -31,6 +31,10 @@ __all__ = ["Report", "make_report", "RunRecord", "from_wandb", "build"]
 _HOME = {"Report": "make", "make_report": "make", "RunRecord": "runs", "from_wandb": "runs", "build": "tables"}
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
         raise AttributeError(f"module 'bench.report' has no attribute {name!r}")
