@@ -60,7 +60,9 @@ def wants_verbose(argv: list[str]) -> list[str]:
 
 
 def duration(seconds: float) -> str:
-    """A duration as a person reads it: ``45 s``, ``12 min``, ``3.4 h``."""
+    """A duration as a person reads it: ``45 s``, ``12 min``, ``3.4 h`` (``under 1 s`` rather than ``0 s``)."""
+    if seconds < 0.5:
+        return "under 1 s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:

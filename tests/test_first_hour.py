@@ -27,11 +27,14 @@ NOISE = ("GPU available", "TPU available", "litlogger", "LeafSpec", "anonymous s
 
 
 def test_a_default_run_prints_bench_lines_only_and_every_line_with_v(run_cli, tiny, tmp_path):
-    quiet = run_cli([*tiny, "trainer.max_epochs=1"], tmp_path)
+    quiet = run_cli([*tiny, "trainer.max_epochs=2", "trainer.check_val_every_n_epoch=1"], tmp_path)
     assert quiet.returncode == 0, quiet.stderr
     out = quiet.stdout + quiet.stderr
     assert [n for n in NOISE if n in out] == []
-    assert "time estimate:" in out and "1 epoch ≈" in out and "Test metrics" in out
+    assert "time estimate:" in out and "2 epochs ≈" in out and "Test metrics" in out
+    # each epoch's training line before its validation's (Lightning validates before the epoch's end hook)
+    said = [m.group(0) for m in re.finditer(r"epoch \d: (train loss|validation)", out)]
+    assert said == ["epoch 0: train loss", "epoch 0: validation", "epoch 1: train loss", "epoch 1: validation"], said
     loud = run_cli(["-v", *tiny, "trainer.max_epochs=1"], tmp_path)
     assert loud.returncode == 0, loud.stderr
     # once: Lightning, imported after the run's logging is set up, would also print it on its own handler
@@ -226,3 +229,27 @@ def test_the_readme_timings_are_the_benchmarks_table():
     default_wall = float(next(line for line in quoted.splitlines() if line.startswith("| `python -m bench` |"))
                          .split("|")[3])
     assert default_wall < 60, "the default run must finish well under a minute on an idle machine"
+
+
+def test_durations_read_as_a_person_says_them():
+    from bench.console import duration
+
+    assert [duration(s) for s in (0.2, 0.6, 45, 119, 720, 12240)] == \
+        ["under 1 s", "1 s", "45 s", "119 s", "12 min", "3.4 h"]
+
+
+def test_a_cpu_run_on_a_busy_machine_says_why_it_will_be_slow(monkeypatch, caplog):
+    import torch
+
+    import bench.training as training
+
+    monkeypatch.setattr(training, "cpu_count", lambda: 2)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    for load, said in ((0.3, []), (2.7, ["the machine is busy (load 2.7 on 2 cores): 1 run of 2 threads would "
+                                         "oversubscribe it and run many times slower; pin it to free cores "
+                                         "(taskset -c ...) or give it fewer threads (OMP_NUM_THREADS=1)"])):
+        monkeypatch.setattr(training, "machine_load", lambda load=load: load)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="bench.training"):
+            training.warn_if_busy()
+        assert [r.getMessage() for r in caplog.records] == said

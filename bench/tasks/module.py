@@ -100,6 +100,7 @@ class RankingModule(L.LightningModule):
         self._epoch_extra_sum: Tensor | float | None = None  # the same for the backbone's extra term
         self._epoch_pairs = 0
         self._epoch_start = 0.0
+        self._epoch_said = False  # the epoch's train-loss line printed (before its validation's)
         #: wall seconds of each epoch this process trained; Lightning validates before this hook, so an
         #: epoch that validates includes its validation (the median skips those when n >= 3)
         self.train_epoch_seconds: list[float] = []
@@ -172,6 +173,22 @@ class RankingModule(L.LightningModule):
         self.loss.on_train_epoch_start(self.current_epoch)
         self._epoch_loss_sum, self._epoch_pairs, self._epoch_start = 0.0, 0, time.perf_counter()
         self._epoch_extra_sum = None
+        self._epoch_said = False
+
+    def _say_epoch(self) -> None:
+        """The console's ``epoch N: train loss L (S s)``, S the epoch's training seconds."""
+        if self._epoch_pairs and not self._epoch_said:
+            log.info("epoch %d: train loss %.4f (%.1f s)", self.current_epoch,
+                     float(self._epoch_loss_sum) / self._epoch_pairs, time.perf_counter() - self._epoch_start)
+            self._epoch_said = True
+
+    def on_validation_epoch_start(self) -> None:
+        # Lightning validates at an epoch's end before on_train_epoch_end: say the epoch's training
+        # first, or its validation line reads as if it came before the training
+        trainer = self.trainer
+        at_epoch_end = isinstance(trainer.val_check_interval, float) and trainer.val_check_interval == 1.0
+        if at_epoch_end and not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING:
+            self._say_epoch()
 
     def on_train_epoch_end(self) -> None:
         # logged once from the module's own sums: a per-step self.log(on_epoch=True) costs ~2 ms a
@@ -183,7 +200,7 @@ class RankingModule(L.LightningModule):
             self.log("train/loss", mean, prog_bar=True)
             if self._epoch_extra_sum is not None:  # e.g. XSimGCL's contrastive term
                 self.log("train/extra_loss", float(self._epoch_extra_sum) / self._epoch_pairs)
-            log.info("epoch %d: train loss %.4f (%.1f s)", self.current_epoch, mean, seconds)
+            self._say_epoch()
             self._check_divergence(mean, self.current_epoch)
 
     def _note_loss(self, loss: Tensor) -> None:
