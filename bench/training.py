@@ -28,6 +28,7 @@ from bench.errors import BenchError, ConfigError, DataError, find_user_error
 from bench.evaluation.sampled import check_sampled
 from bench.loggers import build_loggers
 from bench.models import MODELS
+from bench.parallel import cpu_count, machine_load, oversubscription
 from bench.records import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
 from bench.records.identity import data_identity, short
 from bench.records.io import load_checkpoint
@@ -195,6 +196,14 @@ def check_checkpoint_fits(module: L.LightningModule, checkpoint: str | Path) -> 
                              "new folder")
 
 
+def warn_if_busy() -> None:
+    """A warning before a CPU run trains when its torch threads would share the cores with other work:
+    its epochs would then take several times the README's, with no other sign of why."""
+    busy = oversubscription(machine_load(), cpu_count(), 1, torch.get_num_threads())
+    if busy:
+        log.warning("%s; pin it to free cores (taskset -c ...) or give it fewer threads (OMP_NUM_THREADS=1)", busy)
+
+
 def train_in_folder(cfg: DictConfig, out: Path, writer: bool, overrides: Sequence[str],
                     extra_callbacks: Sequence[Callback], resume_checkpoint: str | Path | None,
                     take_over: Callable[[], None] | None = None) -> RunResult:
@@ -271,6 +280,8 @@ def train_in_folder(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     for lg in loggers:
         lg.log_hyperparams(resolved)
 
+    if device is None:
+        warn_if_busy()
     # a checkpoint is data: unpickling may only rebuild tensors and plain containers, never run code
     # (check_resumable refused a crafted or damaged one before anything was written)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_checkpoint) if resume_checkpoint else None,

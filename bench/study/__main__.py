@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from bench.errors import BenchError, one_line_usage_errors
-from bench.study.lanes import cpu_count, run_lanes
+from bench.parallel import cpu_count
+from bench.study.lanes import run_lanes
 from bench.study.plan import FINAL, TUNE
 from bench.study.report import write_report
 from bench.study.spec import known_studies, load_study

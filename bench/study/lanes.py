@@ -4,38 +4,17 @@ across sittings and machines through the ledgers (on a SLURM cluster: :mod:`benc
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from bench.parallel import cpu_count, machine_load, oversubscription
 from bench.records import COMPLETED, RunResult, find_runs
 from bench.records.configuration import setting_of
 from bench.records.ledger import find_row, keep_per_user, ledger_row, read_ledger, update_ledger
 from bench.resumable import finish_recorded
 from bench.study.plan import FINAL, Job, plan
 from bench.study.spec import Study
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def oversubscription(load: float, cores: int, lanes: int, threads: int) -> str | None:
-    """A warning when ``lanes`` runs of ``threads`` threads each would share ``cores`` with other work
-    (``load``: the 1-minute load average before they start), else None.
-
-    A torch run's OpenMP threads wait on each other at every parallel op: when other processes hold the
-    cores, one descheduled thread stalls the rest. On 2 cores with 3 other runs, an ML-100K SL@20 epoch
-    took 25-57 s at 2 threads against 2.3 s at 1 thread pinned beside one other run."""
-    if threads <= 1 or load + lanes * threads <= cores + 0.5:
-        return None
-    return (f"the machine is busy (load {load:.1f} on {cores} cores): {lanes} run(s) of {threads} threads would "
-            "oversubscribe it and run many times slower; pin this study to free cores (taskset -c ...) or "
-            "give it more --lanes (fewer threads each)")
 
 
 def validation_at(res: RunResult, metric: str, epochs: int) -> float:
@@ -78,9 +57,10 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
     tried once per call; with lanes > 1 its output goes to ``<folder>.log``. Returns the runs tried."""
     threads = max(1, cpu_count() // max(1, lanes))
     env = {"OMP_NUM_THREADS": str(threads)}
-    warning = oversubscription(os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0, cpu_count(), lanes, threads)
+    warning = oversubscription(machine_load(), cpu_count(), lanes, threads)
     if warning:
-        say(f"warning: {warning}")
+        say(f"warning: {warning}; pin this study to free cores (taskset -c ...) or give it more --lanes (fewer "
+            "threads each)")
     extra = extra_columns(study)
     tried: set[Path] = set()
     running: dict[Future, Job] = {}
