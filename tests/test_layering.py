@@ -197,7 +197,7 @@ def test_a_refused_command_never_imports_lightning(tmp_path):
     ("bench.thresholds", ["run", "--out", "file.txt"], "--out file.txt is a file"),
     ("bench.export", ["run", "--k", "0"], "k=0: the list length must be a whole number >= 1"),
     ("bench.export", ["run", "--out", "file.txt"], "--out file.txt is a file"),
-    ("bench.report", ["run", "--confidence", "-1"], "--confidence -1.0 / --alpha 0.05"),
+    ("bench.report", ["run", "--confidence", "-1"], "--confidence -1.0 is out of range: use a share in (0, 1)"),
     ("bench.report", ["run", "--out", "file.txt"], "--out file.txt is a file"),
 ])
 def test_the_reading_commands_answer_a_bad_option_before_the_analysis_stack(tmp_path, module, args, said):

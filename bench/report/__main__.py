@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         # each run's settings, which imports Hydra and torch)
         if bool(args.paths) == bool(args.wandb):
             raise BenchError("give run/sweep directories or --wandb ENTITY/PROJECT (one of the two)")
-        if not 0 < args.confidence < 1 or not 0 < args.alpha < 1:
-            raise BenchError(f"--confidence {args.confidence} / --alpha {args.alpha}: each is a share in (0, 1), "
-                             "e.g. --confidence 0.95 --alpha 0.05")
+        for flag, value, example in (("--confidence", args.confidence, 0.95), ("--alpha", args.alpha, 0.05)):
+            if not 0 < value < 1:
+                raise BenchError(f"{flag} {value} is out of range: use a share in (0, 1), e.g. {flag} {example}")
         out = args.out or (args.paths[0] if len(args.paths) == 1 and args.paths[0].is_dir() else Path("report"))
         if out.exists() and not out.is_dir():
             raise BenchError(f"--out {out} is a file; the report writes a folder of files: choose a folder")

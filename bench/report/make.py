@@ -28,7 +28,8 @@ def make_report(records: list[RunRecord], metrics: list[str], baseline: str | No
     notes = assign_labels(records)
     table, more = build(records, metrics, baseline, confidence, alpha, correction)
     notes += more
-    text = legend(confidence, alpha, correction, baseline if table["baseline"].astype(bool).any() else None)
+    text = legend(confidence, alpha, correction, baseline if table["baseline"].astype(bool).any() else None,
+                  one_seed=bool((table["n"] == 1).any()))
     report = Report(table, to_markdown(table, text), to_latex(table, text), notes)
     if out_dir is not None:
         out_dir = Path(out_dir)

@@ -44,8 +44,11 @@ def _layout(frame: pd.DataFrame):
         yield title, metrics, rows, cells, base, bool(t["paper"].notna().any()), names
 
 
-def legend(confidence: float, alpha: float, correction: str, baseline: str | None) -> str:
+def legend(confidence: float, alpha: float, correction: str, baseline: str | None, one_seed: bool = False) -> str:
+    """The note under a report's tables; ``one_seed``: some cell holds a single seed (no interval)."""
     text = (f"mean ± {confidence:.0%} CI half-width (n seeds), Student t over seeds; bold: best mean.")
+    if one_seed:
+        text += " A cell with (1) is one seed's value: no interval and no seed test until more seeds run."
     if baseline:
         adj = {"holm": " after Holm correction", "bonferroni": " after Bonferroni correction",
                "bh": " after Benjamini-Hochberg (false discovery rate) correction"}.get(correction, "")

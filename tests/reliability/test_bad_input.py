@@ -240,7 +240,8 @@ def test_bad_options_of_the_reading_commands_are_one_line(tmp_path, run_cli, tin
     proc = run_cli([*tiny, "logger=none", "trainer.max_epochs=1", "hydra.run.dir=run"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for module, args, text in (  # each: exit 2, at most 3 lines, no traceback
-            ("bench.report", ["run", "--confidence", "-1", "--no-plots"], "--confidence -1.0 / --alpha 0.05"),
+            ("bench.report", ["run", "--confidence", "-1", "--no-plots"], "--confidence -1.0 is out of range"),
+            ("bench.report", ["run", "--alpha", "1", "--no-plots"], "--alpha 1.0 is out of range: use a share"),
             ("bench.report", ["run", "--out", "run/results.json", "--no-plots"],
              "is a file; the report writes a folder"),
             ("bench.thresholds", ["run", "--ks", "0"], "argument --ks: 0 is out of range"),

@@ -249,3 +249,14 @@ def test_per_edge_and_sampled_metrics_are_reported_by_prefix(tmp_path):
     assert slk["n_users"] == 0 and math.isnan(slk["p_user_t"])  # no per-user vector for per-edge metrics
     assert _row(t, "slk", "sampled:hit@10")["mean"] == pytest.approx(0.73)
     assert _row(t, "slk", "ndcg@20")["mean"] == pytest.approx(0.14)  # the plain metric is unchanged
+
+
+def test_a_one_seed_cell_says_it_has_no_interval(tmp_path):
+    write_run(tmp_path / "one", "sl", 0, 0.1)
+    one = make_report(from_directories([tmp_path / "one"])[0], ["ndcg@20"])
+    cell = one.markdown.split("| SL |")[1].split("|")[0]
+    assert "±" not in cell and "(1)" in cell and "(1) is one seed's value: no interval" in one.markdown
+    for seed, v in enumerate([0.1, 0.12]):
+        write_run(tmp_path / "two", "sl", seed, v)
+    two = make_report(from_directories([tmp_path / "two"])[0], ["ndcg@20"])
+    assert "±" in two.markdown.split("| SL |")[1].split("|")[0] and "one seed's value" not in two.markdown
