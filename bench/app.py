@@ -115,7 +115,7 @@ def run_job(cfg: DictConfig) -> RunResult | None:
 
 def resume_in_place(argv: list[str]) -> list[str]:
     """``argv`` with a ``resume=DIR`` run's Hydra job in DIR itself, instead of a new
-    ``outputs/<date>/<time>/`` folder that Hydra would create; DIR's ``.hydra/`` record of the
+    ``outputs/<date>/<time>-<µs>/`` folder that Hydra would create; DIR's ``.hydra/`` record of the
     original command is kept (``hydra.output_subdir=null``). ``resume=DIR/results.json`` means DIR.
 
     Raises:
@@ -128,7 +128,7 @@ def resume_in_place(argv: list[str]) -> list[str]:
     if target is None:  # a sweep of folders: each job resumes its own, in its own folder
         return list(argv)
     if not target:
-        raise BenchError("resume= needs a run folder (resume=outputs/<date>/<time>), or resume=null for none")
+        raise BenchError("resume= needs a run folder (resume=outputs/<date>/<time>-<µs>), or resume=null for none")
     path = Path(target).expanduser()
     if path.name == RESULTS_FILE and path.is_file():
         path = path.parent

@@ -9,6 +9,7 @@ sweep stops before its first job, naming each bad one.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
@@ -90,8 +91,11 @@ def _why(exc: BaseException) -> str:
     missing = re.search(r"Could not find '([\w/]+)/([^']+)'", text)
     options = re.search(r"Available options in '([\w/]+)':\n((?:\t[^\n]*\n?)+)", text)
     if missing and options:
-        choices = ", ".join(o.strip() for o in options.group(2).splitlines() if o.strip())
-        return f"{missing.group(1)}={missing.group(2)} is not an option of {missing.group(1)}; choose one of {choices}"
+        known = [o.strip() for o in options.group(2).splitlines() if o.strip()]
+        group, given = missing.group(1), missing.group(2)
+        close = difflib.get_close_matches(given, known, n=1)
+        hint = f" (did you mean {group}={close[0]}?)" if close else ""
+        return f"{group}={given} is not an option of {group}{hint}; choose one of {', '.join(known)}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return "; ".join(line.rstrip(".") for line in lines[:2]) or type(error).__name__
 

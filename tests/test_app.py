@@ -103,3 +103,13 @@ def test_the_multirun_flag_may_follow_overrides():
     assert multirun_flag_first(["bench", "loss=slk", "-m", "seed=0,1"]) == ["bench", "-m", "loss=slk", "seed=0,1"]
     assert multirun_flag_first(["bench", "loss=slk"]) == ["bench", "loss=slk"]
     assert multirun_flag_first(["bench", "--multirun", "a=1"]) == ["bench", "--multirun", "a=1"]
+
+
+def test_an_unknown_option_names_the_nearest_one():
+    from bench.sweep import _why
+
+    hydra_says = "In 'config': Could not find 'loss/slkk'\n\nAvailable options in 'loss':\n\tbpr\n\tsl\n\tslk\n\tsong\n"
+    assert _why(Exception(hydra_says)) == \
+        "loss=slkk is not an option of loss (did you mean loss=slk?); choose one of bpr, sl, slk, song"
+    far = hydra_says.replace("slkk", "xyz")
+    assert _why(Exception(far)) == "loss=xyz is not an option of loss; choose one of bpr, sl, slk, song"
