@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, open_dict
@@ -25,22 +27,45 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def machine_load() -> float:
-    """The 1-minute load average (0 where the system has none)."""
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+def _running(task: Path) -> bool:
+    stat = (task / "stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "R"  # the state, after the command name (which may hold ")")
 
 
-def oversubscription(load: float, cores: int, lanes: int, threads: int) -> str | None:
-    """What is wrong when ``lanes`` runs of ``threads`` threads each would share ``cores`` with other
-    work (``load``: the 1-minute load average before they start), else None; callers add the remedy.
+def others_running(readings: int = 5, gap_s: float = 0.02) -> int | None:
+    """Threads of other processes running or waiting for a core now: the kernel's count
+    (``/proc/loadavg``) less this process's own, the least of a few readings (one reading may catch a
+    passing process). Not the load average, which lags by a minute: a run started right after another
+    finished would see that one. None without ``/proc``, or when this process may use only some of the
+    machine's cores (the count is the whole machine's).
+    """
+    if cpu_count() != (os.cpu_count() or 1):
+        return None
+    least: int | None = None
+    for reading in range(readings):
+        try:
+            total = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+            own = sum(_running(task) for task in Path("/proc/self/task").iterdir())
+        except (OSError, ValueError, IndexError):
+            return None
+        least = max(0, total - own) if least is None else min(least, max(0, total - own))
+        if reading + 1 < readings:
+            time.sleep(gap_s)
+    return least
+
+
+def oversubscription(others: float, cores: int, lanes: int, threads: int) -> str | None:
+    """What is wrong when ``lanes`` runs of ``threads`` threads each would share ``cores`` with
+    ``others`` threads of other work (:func:`others_running`), else None; callers add the remedy.
 
     A torch run's OpenMP threads wait on each other at every parallel op: when other processes hold the
     cores, one descheduled thread stalls the rest. On 2 cores with 3 other runs, an ML-100K SL@20 epoch
     took 25-57 s at 2 threads against 2.3 s at 1 thread pinned beside one other run."""
-    if threads <= 1 or load + lanes * threads <= cores + 0.5:
+    if threads <= 1 or others + lanes * threads <= cores:
         return None
-    return (f"the machine is busy (load {load:.1f} on {cores} cores): {lanes} run{'s' if lanes != 1 else ''} of "
-            f"{threads} threads would oversubscribe it and run many times slower")
+    return (f"the machine is busy ({others:g} other thread{'s' if others != 1 else ''} running on {cores} cores): "
+            f"{lanes} run{'s' if lanes != 1 else ''} of {threads} threads would oversubscribe it and run many times "
+            "slower")
 
 
 def parallel_jobs() -> int:

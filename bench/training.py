@@ -28,7 +28,7 @@ from bench.errors import BenchError, ConfigError, DataError, find_user_error
 from bench.evaluation.sampled import check_sampled
 from bench.loggers import build_loggers
 from bench.models import MODELS
-from bench.parallel import cpu_count, machine_load, oversubscription
+from bench.parallel import cpu_count, others_running, oversubscription
 from bench.records import RUN_CONFIG_FILE, RUNNING, RunResult, atomic_write_bytes
 from bench.records.identity import data_identity, short
 from bench.records.io import load_checkpoint
@@ -197,9 +197,16 @@ def check_checkpoint_fits(module: L.LightningModule, checkpoint: str | Path) -> 
 
 
 def warn_if_busy() -> None:
-    """A warning before a CPU run trains when its torch threads would share the cores with other work:
-    its epochs would then take several times the README's, with no other sign of why."""
-    busy = oversubscription(machine_load(), cpu_count(), 1, torch.get_num_threads())
+    """A warning before a single-process CPU run trains when its torch threads (all the cores, torch's
+    default) would share the cores with other work: its epochs would then take several times the
+    README's, with no other sign of why. Where a person or a launcher chose the threads
+    (``OMP_NUM_THREADS``, a parallel sweep's or a study lane's share, a SLURM task) it says nothing:
+    those placed their runs on purpose, and a study warns for its lanes itself."""
+    threads = torch.get_num_threads()
+    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("SLURM_JOB_ID") or threads < cpu_count():
+        return
+    others = others_running()
+    busy = oversubscription(others, cpu_count(), 1, threads) if others is not None else None
     if busy:
         log.warning("%s; pin it to free cores (taskset -c ...) or give it fewer threads (OMP_NUM_THREADS=1)", busy)
 
@@ -280,7 +287,7 @@ def train_in_folder(cfg: DictConfig, out: Path, writer: bool, overrides: Sequenc
     for lg in loggers:
         lg.log_hyperparams(resolved)
 
-    if device is None:
+    if device is None and writer and str(cfg.trainer.get("devices", 1)) in ("1", "auto"):  # one process
         warn_if_busy()
     # a checkpoint is data: unpickling may only rebuild tensors and plain containers, never run code
     # (check_resumable refused a crafted or damaged one before anything was written)

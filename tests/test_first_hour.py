@@ -234,8 +234,8 @@ def test_the_readme_timings_are_the_benchmarks_table():
 def test_durations_read_as_a_person_says_them():
     from bench.console import duration
 
-    assert [duration(s) for s in (0.2, 0.6, 45, 119, 720, 12240)] == \
-        ["under 1 s", "1 s", "45 s", "119 s", "12 min", "3.4 h"]
+    assert [duration(s) for s in (0.24, 9.9, 9.96, 45, 119, 720, 12240)] == \
+        ["0.2 s", "9.9 s", "10 s", "45 s", "119 s", "12 min", "3.4 h"]
 
 
 def test_a_cpu_run_on_a_busy_machine_says_why_it_will_be_slow(monkeypatch, caplog):
@@ -245,11 +245,23 @@ def test_a_cpu_run_on_a_busy_machine_says_why_it_will_be_slow(monkeypatch, caplo
 
     monkeypatch.setattr(training, "cpu_count", lambda: 2)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    for load, said in ((0.3, []), (2.7, ["the machine is busy (load 2.7 on 2 cores): 1 run of 2 threads would "
-                                         "oversubscribe it and run many times slower; pin it to free cores "
-                                         "(taskset -c ...) or give it fewer threads (OMP_NUM_THREADS=1)"])):
-        monkeypatch.setattr(training, "machine_load", lambda load=load: load)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+
+    def said(others: int | None, **env: str) -> list[str]:
+        monkeypatch.setattr(training, "others_running", lambda: others)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="bench.training"):
             training.warn_if_busy()
-        assert [r.getMessage() for r in caplog.records] == said
+        return [r.getMessage() for r in caplog.records]
+
+    assert said(0) == [] and said(None) == []  # idle; or no count to go by
+    assert said(1) == ["the machine is busy (1 other thread running on 2 cores): 1 run of 2 threads would "
+                       "oversubscribe it and run many times slower; pin it to free cores (taskset -c ...) or give "
+                       "it fewer threads (OMP_NUM_THREADS=1)"]
+    # threads someone chose (a lane's, a sweep's share, a SLURM task's): placed on purpose, nothing said
+    assert said(3, OMP_NUM_THREADS="2") == []
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert said(3, SLURM_JOB_ID="7") == []

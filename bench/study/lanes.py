@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from bench.parallel import cpu_count, machine_load, oversubscription
+from bench.parallel import cpu_count, others_running, oversubscription
 from bench.records import COMPLETED, RunResult, find_runs
 from bench.records.configuration import setting_of
 from bench.records.ledger import find_row, keep_per_user, ledger_row, read_ledger, update_ledger
@@ -57,7 +57,8 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
     tried once per call; with lanes > 1 its output goes to ``<folder>.log``. Returns the runs tried."""
     threads = max(1, cpu_count() // max(1, lanes))
     env = {"OMP_NUM_THREADS": str(threads)}
-    warning = oversubscription(machine_load(), cpu_count(), lanes, threads)
+    others = others_running()
+    warning = oversubscription(others, cpu_count(), lanes, threads) if others is not None else None
     if warning:
         say(f"warning: {warning}; pin this study to free cores (taskset -c ...) or give it more --lanes (fewer "
             "threads each)")

@@ -5,7 +5,9 @@ never run it again, and a report whose numbers are the statistics of the ledgers
 from __future__ import annotations
 
 import math
+import os
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -186,13 +188,34 @@ def test_a_view_pairs_its_rows_with_its_own_baseline(tmp_path):
 def test_a_busy_machine_is_named_before_threads_oversubscribe_it():
     from bench.parallel import oversubscription
 
-    assert oversubscription(load=0.1, cores=2, lanes=1, threads=2) is None  # an idle machine
-    assert oversubscription(load=3.0, cores=2, lanes=2, threads=1) is None  # one thread a run never spins
-    warning = oversubscription(load=3.0, cores=2, lanes=1, threads=2)
-    assert warning == ("the machine is busy (load 3.0 on 2 cores): 1 run of 2 threads would oversubscribe it and "
-                       "run many times slower")
-    assert oversubscription(load=1.2, cores=4, lanes=1, threads=2) is None  # room for both threads
-    assert oversubscription(load=2.8, cores=4, lanes=1, threads=2) is not None
+    assert oversubscription(others=0, cores=2, lanes=1, threads=2) is None  # an idle machine
+    assert oversubscription(others=3, cores=2, lanes=2, threads=1) is None  # one thread a run never spins
+    assert oversubscription(others=1, cores=2, lanes=1, threads=2) == (
+        "the machine is busy (1 other thread running on 2 cores): 1 run of 2 threads would oversubscribe it and "
+        "run many times slower")
+    assert oversubscription(others=2, cores=4, lanes=1, threads=2) is None  # room for both threads
+    assert oversubscription(others=3, cores=4, lanes=1, threads=2) is not None
+
+
+def test_other_processes_running_threads_are_counted_now():
+    import subprocess
+    import sys
+
+    from bench.parallel import cpu_count, others_running
+
+    if cpu_count() != os.cpu_count():
+        assert others_running() is None  # the count is the machine's, this process sees only some cores
+        return
+    assert others_running() is not None
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        busy = others_running()
+    finally:
+        for proc in spin:
+            proc.kill()
+            proc.wait()
+    assert busy is not None and busy >= 2, busy  # the two spinning processes, seen at once
 
 
 def test_number_formats():
