@@ -60,9 +60,9 @@ def wants_verbose(argv: list[str]) -> list[str]:
 
 
 def duration(seconds: float) -> str:
-    """A duration as a person reads it: ``45 s``, ``12 min``, ``3.4 h`` (``under 1 s`` rather than ``0 s``)."""
-    if seconds < 0.5:
-        return "under 1 s"
+    """A duration as a person reads it: ``0.3 s``, ``45 s``, ``12 min``, ``3.4 h``."""
+    if seconds < 9.95:  # tenths, or a short run's estimate reads "0 s"
+        return f"{seconds:.1f} s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
