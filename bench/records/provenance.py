@@ -35,9 +35,16 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout
 
 
+#: what a checkout holds that no run imports, left out of ``dirty``: the ledgers and pages that studies write
+#: into the checkout as their runs finish (``results/``, ``docs/``) and Markdown; everything else counts
+NOT_CODE = (":(exclude)results", ":(exclude)docs", ":(exclude,glob)**/*.md")
+
+
 def code_version() -> dict[str, Any]:
     """The code that runs: ``{"commit": HEAD's sha, "dirty": uncommitted changes (untracked
-    files included)}`` of the git checkout whose root holds the ``bench`` package.
+    files included) outside :data:`NOT_CODE`}`` of the git checkout whose root holds the ``bench``
+    package. (A study's next run would otherwise be "dirty" whenever the last one's ledger row was not
+    committed yet, which says nothing about its code.)
 
     Anything else (no git, not a repository, an installed copy, even one inside some other
     repository) gives ``{"commit": None, "dirty": None, "note": "not a repository"}``.
@@ -50,7 +57,7 @@ def code_version() -> dict[str, Any]:
     except (OSError, ValueError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None, "note": NOT_A_REPOSITORY}
     try:
-        dirty = bool(_git(root, "status", "--porcelain").strip())
+        dirty = bool(_git(root, "status", "--porcelain", "--", ".", *NOT_CODE).strip())
     except (OSError, subprocess.SubprocessError) as exc:
         return {"commit": commit, "dirty": None, "note": f"git status failed: {type(exc).__name__}"}
     return {"commit": commit, "dirty": dirty}

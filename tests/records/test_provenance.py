@@ -46,7 +46,15 @@ def test_a_checkout_gives_its_commit_and_dirty_flag(tmp_path, monkeypatch):
     _git(repo, "commit", "-q", "-m", "first")
     monkeypatch.setattr(result_callbacks, "CODE_ROOT", repo)
     assert code_version() == {"commit": _git(repo, "rev-parse", "HEAD"), "dirty": False}
+    # what studies write into the checkout as runs finish is not code: the next run stays clean
+    for path in ("results/study/table/row.csv", "docs/results/study.md", "README.md", "conf/notes.md"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("a ledger row or a page\n")
+    assert code_version()["dirty"] is False
     (repo / "new_module.py").write_text("x = 1\n")  # an untracked file the run could import
+    assert code_version()["dirty"] is True
+    (repo / "new_module.py").unlink()
+    (repo / "conf").joinpath("loss.yaml").write_text("k: 5\n")  # a config is code too
     assert code_version()["dirty"] is True
 
 
