@@ -93,8 +93,9 @@ def _why(exc: BaseException) -> str:
     if missing and options:
         known = [o.strip() for o in options.group(2).splitlines() if o.strip()]
         group, given = missing.group(1), missing.group(2)
-        close = difflib.get_close_matches(given, known, n=1)
-        hint = f" (did you mean {group}={close[0]}?)" if close else ""
+        by_lower = {k.lower(): k for k in known}  # model=LightGCN means lightgcn
+        close = difflib.get_close_matches(given.lower(), list(by_lower), n=1)
+        hint = f" (did you mean {group}={by_lower[close[0]]}?)" if close else ""
         return f"{group}={given} is not an option of {group}{hint}; choose one of {', '.join(known)}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return "; ".join(line.rstrip(".") for line in lines[:2]) or type(error).__name__

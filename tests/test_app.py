@@ -111,5 +111,6 @@ def test_an_unknown_option_names_the_nearest_one():
     hydra_says = "In 'config': Could not find 'loss/slkk'\n\nAvailable options in 'loss':\n\tbpr\n\tsl\n\tslk\n\tsong\n"
     assert _why(Exception(hydra_says)) == \
         "loss=slkk is not an option of loss (did you mean loss=slk?); choose one of bpr, sl, slk, song"
+    assert "(did you mean loss=song?)" in _why(Exception(hydra_says.replace("slkk", "SONG")))
     far = hydra_says.replace("slkk", "xyz")
     assert _why(Exception(far)) == "loss=xyz is not an option of loss; choose one of bpr, sl, slk, song"
