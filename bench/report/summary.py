@@ -45,7 +45,10 @@ def to_markdown(summary: pd.DataFrame, runs: list[RunResult], headline: Iterable
                 not_run: Iterable[str] = ()) -> str:
     """Markdown: a headline table (configurations x headline metrics), the full table, the runs
     that did not complete, and ``not_run``: the sweep's jobs that did not run (one line each)."""
-    lines = ["# Seed summary", "", "mean ± 95% CI half-width (Student t, n seeds)", ""]
+    legend = "mean ± 95% CI half-width (Student t, n seeds)"
+    if len(summary) and (summary["n"] == 1).any():
+        legend += "; (n=1) is one seed's value, with no interval until more seeds run"
+    lines = ["# Seed summary", "", legend, ""]
     # and the metric the runs picked their checkpoints by, when another (NDCG@5 in learning to rank)
     monitors = [r.monitor for r in runs if r.status == COMPLETED]
     headline = list(dict.fromkeys([*headline, *monitors]))

@@ -55,6 +55,10 @@ def test_summary_groups_by_configuration_and_lists_failures(tmp_path):
     assert line.startswith("| toy · mf | sl | 0.1875 ± ") and "| 0.1250 ± " in line and "(n=3)" in line
     table, records = summarize(runs)
     assert len(table) == 4 and len(records) == 5  # 2 rows x 2 metrics, from the 5 completed runs
+    assert "one seed's value" not in md  # every row has 2 or more seeds
+    _fake_run(tmp_path, "6", "psl", [], 0, 0.2)
+    md = write_summary(tmp_path)[2]
+    assert "(n=1) is one seed's value, with no interval until more seeds run" in md and "0.2000 (n=1)" in md
 
 
 def test_rows_are_told_apart_by_the_overrides_that_differ(tmp_path):
