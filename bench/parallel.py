@@ -41,27 +41,28 @@ def others_running(readings: int = 5, gap_s: float = 0.02) -> int | None:
     """
     if cpu_count() != (os.cpu_count() or 1):
         return None
-    least: int | None = None
+    counts = []
     for reading in range(readings):
+        if reading:
+            time.sleep(gap_s)
         try:
             total = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
             own = sum(_running(task) for task in Path("/proc/self/task").iterdir())
         except (OSError, ValueError, IndexError):
             return None
-        least = max(0, total - own) if least is None else min(least, max(0, total - own))
-        if reading + 1 < readings:
-            time.sleep(gap_s)
-    return least
+        counts.append(max(0, total - own))
+    return min(counts)
 
 
-def oversubscription(others: float, cores: int, lanes: int, threads: int) -> str | None:
+def oversubscription(others: float | None, cores: int, lanes: int, threads: int) -> str | None:
     """What is wrong when ``lanes`` runs of ``threads`` threads each would share ``cores`` with
-    ``others`` threads of other work (:func:`others_running`), else None; callers add the remedy.
+    ``others`` threads of other work (:func:`others_running`; None: unknown), else None; callers add
+    the remedy.
 
     A torch run's OpenMP threads wait on each other at every parallel op: when other processes hold the
     cores, one descheduled thread stalls the rest. On 2 cores with 3 other runs, an ML-100K SL@20 epoch
     took 25-57 s at 2 threads against 2.3 s at 1 thread pinned beside one other run."""
-    if threads <= 1 or others + lanes * threads <= cores:
+    if others is None or threads <= 1 or others + lanes * threads <= cores:
         return None
     return (f"the machine is busy ({others:g} other thread{'s' if others != 1 else ''} running on {cores} cores): "
             f"{lanes} run{'s' if lanes != 1 else ''} of {threads} threads would oversubscribe it and run many times "

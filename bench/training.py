@@ -202,11 +202,10 @@ def warn_if_busy() -> None:
     README's, with no other sign of why. Where a person or a launcher chose the threads
     (``OMP_NUM_THREADS``, a parallel sweep's or a study lane's share, a SLURM task) it says nothing:
     those placed their runs on purpose, and a study warns for its lanes itself."""
-    threads = torch.get_num_threads()
-    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("SLURM_JOB_ID") or threads < cpu_count():
+    threads, cores = torch.get_num_threads(), cpu_count()
+    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("SLURM_JOB_ID") or threads < cores:
         return
-    others = others_running()
-    busy = oversubscription(others, cpu_count(), 1, threads) if others is not None else None
+    busy = oversubscription(others_running(), cores, 1, threads)
     if busy:
         log.warning("%s; pin it to free cores (taskset -c ...) or give it fewer threads (OMP_NUM_THREADS=1)", busy)
 

@@ -26,7 +26,7 @@ from bench.errors import BenchError, storage_error
 from bench.evaluation import FullRankingEvaluator
 from bench.evaluation.metrics.ranking import rank_items
 from bench.records import RunResult
-from bench.records.folder import writing_into
+from bench.records.folder import check_out_is_a_folder, writing_into
 from bench.records.schema import CHECKPOINT_DIR, COMPLETED
 
 __all__ = ["SPLITS", "export_run", "run_tag"]
@@ -119,8 +119,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None, k: int = 
     """
     if split not in SPLITS:
         raise BenchError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
-    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise BenchError(f"--out {out_dir} is a file; the export writes a folder of files: choose a folder")
+    if out_dir is not None:
+        check_out_is_a_folder(out_dir, "export")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise BenchError(f"k={k!r}: the list length must be a whole number >= 1, e.g. --k 100")
     try:

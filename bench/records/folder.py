@@ -33,6 +33,12 @@ COMMAND_DIR = ".hydra"
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 
 
+def check_out_is_a_folder(out: str | Path, writer: str) -> None:
+    """Refuse an ``--out`` that is a file before anything is read: ``writer`` writes a folder of files there."""
+    if Path(out).exists() and not Path(out).is_dir():
+        raise BenchError(f"--out {out} is a file; the {writer} writes a folder of files: choose a folder")
+
+
 def check_no_links(folder: Path) -> None:
     """Refuse a run folder holding a symbolic link anywhere inside it that leads out of it: the run
     would write (a checkpoint, a log line) wherever the link points. Links that stay inside (W&B's

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.errors import BenchError, one_line_usage_errors
 from bench.records import RESULTS_FILE
-from bench.records.folder import writing_into
+from bench.records.folder import check_out_is_a_folder, writing_into
 from bench.report import __doc__ as DOC
 
 
@@ -61,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             if not 0 < value < 1:
                 raise BenchError(f"{flag} {value} is out of range: use a share in (0, 1), e.g. {flag} {example}")
         out = args.out or (args.paths[0] if len(args.paths) == 1 and args.paths[0].is_dir() else Path("report"))
-        if out.exists() and not out.is_dir():
-            raise BenchError(f"--out {out} is a file; the report writes a folder of files: choose a folder")
+        check_out_is_a_folder(out, "report")
         from bench.collect import from_directories
         from bench.report import from_wandb, make_report
 

@@ -57,8 +57,7 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
     tried once per call; with lanes > 1 its output goes to ``<folder>.log``. Returns the runs tried."""
     threads = max(1, cpu_count() // max(1, lanes))
     env = {"OMP_NUM_THREADS": str(threads)}
-    others = others_running()
-    warning = oversubscription(others, cpu_count(), lanes, threads) if others is not None else None
+    warning = oversubscription(others_running(), cpu_count(), lanes, threads)
     if warning:
         say(f"warning: {warning}; pin this study to free cores (taskset -c ...) or give it more --lanes (fewer "
             "threads each)")

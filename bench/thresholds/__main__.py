@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, one_line_usage_errors
 from bench.records import COMPLETED, RunResult
-from bench.records.folder import writing_into
+from bench.records.folder import check_out_is_a_folder, writing_into
 from bench.thresholds import ESTIMATORS
 from bench.thresholds.registry import DEFAULT_ESTIMATORS
 
@@ -61,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or args.run / "threshold_study"
     try:
-        if out.exists() and not out.is_dir():
-            raise BenchError(f"--out {out} is a file; the study writes a folder of files: choose a folder")
+        check_out_is_a_folder(out, "study")
         for name in args.estimators:  # an unknown one names the known ones, before any model is loaded
             ESTIMATORS.get(name)
         res = RunResult.read(args.run)
