@@ -47,6 +47,12 @@ def _open_lock_file(path: Path) -> int:
     return os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
 
+def holder_name(folder: str | Path) -> str:
+    """Who holds ``folder``'s lock, as its lock file names it: "process PID on HOST", for messages."""
+    owner = _owner(Path(folder) / LOCK_FILE)
+    return f"process {owner.get('pid')} on {owner.get('host')}" if owner else "another process"
+
+
 def holder_alive(folder: str | Path) -> bool:
     """Is a live process holding ``folder``'s lock (on this or, over a shared file system with
     locks, any host)? A shared probe: it never blocks a run that takes the lock for real."""
@@ -139,10 +145,8 @@ class RunLock:
                 if attempt + 1 < TRIES:
                     time.sleep(RETRY_S)
                     continue
-                owner = _owner(self.path)
-                who = f"process {owner.get('pid')} on {owner.get('host')}" if owner else "another process"
-                raise FolderTaken(f"{self.folder} is in use by {who}; choose another output folder, or wait for "
-                                  "that run to end") from None
+                raise FolderTaken(f"{self.folder} is in use by {holder_name(self.folder)}; choose another output "
+                                  "folder, or wait for that run to end") from None
             # the holder before us may have removed the file after we opened it: our lock would
             # then be on a name nobody else sees; start over on the file that is there now
             try:

@@ -12,6 +12,7 @@ from bench.parallel import cpu_count, others_running, oversubscription
 from bench.records import COMPLETED, RunResult, find_runs
 from bench.records.configuration import setting_of
 from bench.records.ledger import find_row, keep_per_user, ledger_row, read_ledger, update_ledger
+from bench.records.lock import holder_alive, holder_name
 from bench.resumable import finish_recorded
 from bench.study.plan import FINAL, Job, plan
 from bench.study.spec import Study
@@ -48,13 +49,29 @@ def extra_columns(study: Study) -> Callable[[RunResult], Mapping[str, float]] | 
     return columns
 
 
+def running_elsewhere(job: Job) -> str | None:
+    """Who runs ``job`` now when another process does (a second ``run`` of the study, on this machine or
+    another sharing ``--runs``): that runner records it; None when its folder is free."""
+    return holder_name(job.folder) if holder_alive(job.folder) else None
+
+
+def say_elsewhere(elsewhere: Mapping[Path, tuple[Job, str]], say: Callable[[str], None]) -> None:
+    """Name the runs left to other runners, those still running (a run they finish may let more start)."""
+    for job, who in elsewhere.values():
+        if holder_alive(job.folder):
+            say(f"running elsewhere: {job.table} {job.row} {job.stage} seed {job.seed} ({who}, {job.folder}); "
+                "its runner records it: run this again after it ends for what it lets start")
+
+
 def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] = ("tune", FINAL),
               tables: list[str] | None = None, rows: list[str] | None = None,
               say: Callable[[str], None] = print) -> int:
     """Run what the plan offers, ``lanes`` runs at a time (each with cores / lanes torch threads),
     each into its ledger, until nothing is left that can start: a run that ends settles the next
     (the last trial of SL's grid lets SL@K's start; a row's choice, its reported runs). Each run is
-    tried once per call; with lanes > 1 its output goes to ``<folder>.log``. Returns the runs tried."""
+    tried once per call; with lanes > 1 its output goes to ``<folder>.log``. A run whose folder another
+    live process holds (a second runner of the study, here or on a machine sharing ``runs``) is left to
+    it, so that runners may share a study. Returns the runs tried."""
     threads = max(1, cpu_count() // max(1, lanes))
     env = {"OMP_NUM_THREADS": str(threads)}
     warning = oversubscription(others_running(), cpu_count(), lanes, threads)
@@ -63,6 +80,7 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
             "threads each)")
     extra = extra_columns(study)
     tried: set[Path] = set()
+    elsewhere: dict[Path, tuple[Job, str]] = {}
     running: dict[Future, Job] = {}
     with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
         while True:
@@ -72,6 +90,10 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
                     break
                 if job.folder in tried or any(j.folder == job.folder for j in running.values()):
                     continue
+                who = running_elsewhere(job)
+                if who is not None:
+                    elsewhere[job.folder] = (job, who)
+                    continue
                 tried.add(job.folder)
                 log = job.folder.with_name(job.folder.name + ".log") if lanes > 1 else None
                 say(f"start {job.table} {job.row} {job.stage} seed {job.seed}: {job.folder}")
@@ -79,6 +101,7 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
                                     extra if job.stage == FINAL else None, log,
                                     study.per_user if job.stage == FINAL else (), env)] = job
             if not running:
+                say_elsewhere(elsewhere, say)
                 for why in dict.fromkeys(blocked):
                     say(f"waiting: {why}")
                 return len(tried)

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.resumable import finish_run, holds_completed
-from bench.study.lanes import record_finished
+from bench.study.lanes import record_finished, running_elsewhere, say_elsewhere
 from bench.study.plan import FINAL, Job, plan
 from bench.study.spec import Study
 
@@ -126,12 +126,17 @@ def run_slurm(study: Study, runs: Path, settings: Sequence[str] = (), stages: tu
         return True
 
     submitted: set[Path] = set()
+    elsewhere: dict[Path, tuple[Job, str]] = {}
     running: dict[Any, Job] = {}
     while True:
         blocked: list[str] = []
         new, recorded = [], False
         for job in plan(study, runs, stages, tables, rows, blocked):
             if job.folder in submitted:
+                continue
+            who = running_elsewhere(job)
+            if who is not None:
+                elsewhere[job.folder] = (job, who)
                 continue
             submitted.add(job.folder)
             if record(job):  # completed while no submitter waited for it
@@ -149,6 +154,7 @@ def run_slurm(study: Study, runs: Path, settings: Sequence[str] = (), stages: tu
         if recorded and not new:
             continue  # what was recorded may let more runs start
         if not running:
+            say_elsewhere(elsewhere, say)
             for why in dict.fromkeys(blocked):
                 say(f"waiting: {why}")
             return len(submitted)

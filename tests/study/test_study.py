@@ -218,6 +218,44 @@ def test_other_processes_running_threads_are_counted_now():
     assert busy is not None and busy >= 2, busy  # the two spinning processes, seen at once
 
 
+def test_a_second_runner_leaves_a_run_another_process_holds_to_it(tmp_path, monkeypatch):
+    import socket
+
+    import bench.study.lanes as lanes
+    from bench.records.lock import RunLock
+
+    study = _study(tmp_path, """
+        title: two runners
+        tables:
+          synth: [dataset.n_users=120]
+        rows:
+          sl: [loss=sl]
+          bpr: [loss=bpr]
+        seeds: [0]
+        baseline: sl
+        metric: ndcg@20
+        metrics: [ndcg@20]
+    """)
+    runs = tmp_path / "runs"
+    jobs = {j.row: j for j in plan(study, runs)}
+
+    def finish(folder, overrides, ledger, one_setting, *rest):  # the run itself, as its ledger row
+        _record(study, next(j for j in jobs.values() if j.folder == folder), 0.3)
+        return "started"
+
+    monkeypatch.setattr(lanes, "finish_recorded", finish)
+    lines: list[str] = []
+    with RunLock(jobs["sl"].folder):  # the other runner's run of SL, still going
+        assert run_lanes(study, runs, lanes=1, say=lines.append) == 1
+    assert [line.split(":")[0] for line in lines if line.startswith("start ")] == ["start synth bpr final seed 0"]
+    assert f"running elsewhere: synth sl final seed 0 (process {os.getpid()} on {socket.gethostname()}, " in lines[-1]
+    assert [r["seed"] for r in read_ledger(jobs["bpr"].ledger)] == [0] and not read_ledger(jobs["sl"].ledger)
+    lines.clear()  # the other runner died without a result: its run is this one's again
+    assert run_lanes(study, runs, lanes=1, say=lines.append) == 1
+    assert [line.split(":")[0] for line in lines if line.startswith("start ")] == ["start synth sl final seed 0"]
+    assert not any("elsewhere" in line for line in lines)
+
+
 def test_number_formats():
     assert (fmt(0.16704), fmt(1.5), fmt(math.nan)) == (".1670", "1.5000", "–")
     assert (pct(0.026), pct(-0.0151)) == ("+2.6%", "−1.5%")
