@@ -49,18 +49,13 @@ def extra_columns(study: Study) -> Callable[[RunResult], Mapping[str, float]] | 
     return columns
 
 
-def running_elsewhere(job: Job) -> str | None:
-    """Who runs ``job`` now when another process does (a second ``run`` of the study, on this machine or
-    another sharing ``--runs``): that runner records it; None when its folder is free."""
-    return holder_name(job.folder) if holder_alive(job.folder) else None
-
-
-def say_elsewhere(elsewhere: Mapping[Path, tuple[Job, str]], say: Callable[[str], None]) -> None:
-    """Name the runs left to other runners, those still running (a run they finish may let more start)."""
-    for job, who in elsewhere.values():
+def say_elsewhere(elsewhere: Mapping[Path, Job], say: Callable[[str], None]) -> None:
+    """Name the runs left to other runners (another ``run`` of the study, on this machine or another sharing
+    ``--runs``) that are still running: their runners record them, and what they finish may let more start."""
+    for job in elsewhere.values():
         if holder_alive(job.folder):
-            say(f"running elsewhere: {job.table} {job.row} {job.stage} seed {job.seed} ({who}, {job.folder}); "
-                "its runner records it: run this again after it ends for what it lets start")
+            say(f"running elsewhere: {job.table} {job.row} {job.stage} seed {job.seed} ({holder_name(job.folder)}, "
+                f"{job.folder}); its runner records it: run this again after it ends for what it lets start")
 
 
 def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] = ("tune", FINAL),
@@ -80,7 +75,7 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
             "threads each)")
     extra = extra_columns(study)
     tried: set[Path] = set()
-    elsewhere: dict[Path, tuple[Job, str]] = {}
+    elsewhere: dict[Path, Job] = {}
     running: dict[Future, Job] = {}
     with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
         while True:
@@ -90,9 +85,8 @@ def run_lanes(study: Study, runs: Path, lanes: int = 1, stages: tuple[str, ...] 
                     break
                 if job.folder in tried or any(j.folder == job.folder for j in running.values()):
                     continue
-                who = running_elsewhere(job)
-                if who is not None:
-                    elsewhere[job.folder] = (job, who)
+                if holder_alive(job.folder):  # another runner's
+                    elsewhere[job.folder] = job
                     continue
                 tried.add(job.folder)
                 log = job.folder.with_name(job.folder.name + ".log") if lanes > 1 else None

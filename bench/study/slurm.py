@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
+from bench.records.lock import holder_alive
 from bench.resumable import finish_run, holds_completed
-from bench.study.lanes import record_finished, running_elsewhere, say_elsewhere
+from bench.study.lanes import record_finished, say_elsewhere
 from bench.study.plan import FINAL, Job, plan
 from bench.study.spec import Study
 
@@ -126,7 +127,7 @@ def run_slurm(study: Study, runs: Path, settings: Sequence[str] = (), stages: tu
         return True
 
     submitted: set[Path] = set()
-    elsewhere: dict[Path, tuple[Job, str]] = {}
+    elsewhere: dict[Path, Job] = {}
     running: dict[Any, Job] = {}
     while True:
         blocked: list[str] = []
@@ -134,9 +135,8 @@ def run_slurm(study: Study, runs: Path, settings: Sequence[str] = (), stages: tu
         for job in plan(study, runs, stages, tables, rows, blocked):
             if job.folder in submitted:
                 continue
-            who = running_elsewhere(job)
-            if who is not None:
-                elsewhere[job.folder] = (job, who)
+            if holder_alive(job.folder):  # another runner's
+                elsewhere[job.folder] = job
                 continue
             submitted.add(job.folder)
             if record(job):  # completed while no submitter waited for it
